@@ -1,0 +1,99 @@
+"""The verified, frozen, shareable encoder: config, weights, tokenizer, special
+ids and sequence format, all parsed from the bytes whose sha256 the manifest pins."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from tokenizers import Tokenizer
+
+from laya.artifact import BASE_ROLES, ArtifactFiles
+from laya.config import parse_encoder_config, parse_sequence_format, parse_special_tokens
+from laya.encoder import CheckFn, Encoder, encoder_parameter_shapes
+from laya.errors import ArtifactError, RequestError
+from laya.rendering import Rendered, render, token_types
+from laya.request import Request
+from laya.weights import FrozenWeights, load_tensors
+
+
+@dataclass(frozen=True)
+class BaseOptions:
+    """How a base computes. Only the device is selectable; numerics stay float32."""
+
+    device: str = "cpu"
+
+
+class VerifiedBase:
+    """One frozen encoder with its tokenizer and sequence policy, shared by heads.
+
+    Opaque on purpose: heads attach through ``laya.load_artifact_with_base``, which
+    compares pins, never dimensions.
+    """
+
+    def __init__(self, files: ArtifactFiles, options: BaseOptions | None = None):
+        self.options = options or BaseOptions()
+        self.pins: dict[str, str] = {role: files[role].sha256 for role in BASE_ROLES}
+        self.source = str(files.directory)
+        self.config = parse_encoder_config(files["encoder_config"])
+        self.tokenizer = _parse_tokenizer(files["tokenizer"], self.config.vocab_size)
+        self.special = parse_special_tokens(files["special_tokens"], self.config.vocab_size)
+        for name, token in [("cls", self.special.cls), ("sep", self.special.sep), ("pad", self.special.pad),
+                            ("state", self.special.state)] + [(f"option_markers[{i}]", t) for i, t in enumerate(self.special.option_markers)]:
+            if self.tokenizer.id_to_token(token) is None:
+                raise ArtifactError(f"id {token} is not in the tokenizer's vocabulary", file=files["special_tokens"].path, field=name)
+        self.sequence_format = parse_sequence_format(files["sequence_format"], self.config.type_vocab_size)
+        shapes = encoder_parameter_shapes(self.config)
+        tensors = load_tensors(files["encoder_weights"], {n: (s, torch.float32) for n, s in shapes.items()})
+        self._weights = FrozenWeights(Encoder(self.config), tensors, owner=f"base {self.source}")
+        self._weights.module.to(self.options.device)
+        # What fixes the numbers an encode returns, besides the token ids: the cache key's prefix.
+        self.identity = hashlib.sha256(
+            ("laya-encoder-v1|float32|" + "|".join(self.pins[r] for r in BASE_ROLES)).encode()
+        ).hexdigest()
+
+    @property
+    def depth(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    def render(self, request: Request) -> Rendered:
+        return render(request, self.tokenizer, self.special, self.sequence_format)
+
+    def encode(self, token_ids: Sequence[int], *, check: CheckFn | None = None) -> torch.Tensor:
+        """Final float32 encoder states, [len(token_ids), hidden], for one unpadded sequence."""
+        ids = self._checked_ids(token_ids)
+        self._weights.check_unmodified()
+        device = self.options.device
+        with torch.inference_mode():
+            return self._weights.module(
+                torch.tensor(ids, dtype=torch.long, device=device),
+                torch.tensor(token_types(ids, self.special, self.sequence_format), dtype=torch.long, device=device),
+                check,
+            )
+
+    def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:
+        ids = list(token_ids)
+        if not ids or len(ids) > self.config.max_position_embeddings:
+            raise RequestError(f"sequence length {len(ids)} is outside [1, {self.config.max_position_embeddings}]",
+                               field="token_ids")
+        for i, token in enumerate(ids):
+            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.config.vocab_size:
+                raise RequestError(f"{token!r} is not a token id below {self.config.vocab_size}", field=f"token_ids[{i}]")
+        return ids
+
+
+def _parse_tokenizer(pinned, vocab_size: int) -> Tokenizer:
+    try:
+        tokenizer = Tokenizer.from_str(pinned.data.decode("utf-8"))
+    except (UnicodeDecodeError, Exception) as exc:  # tokenizers raises a bare Exception on bad JSON
+        raise ArtifactError(f"not a valid tokenizers JSON ({exc})", file=pinned.path) from None
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if size > vocab_size:
+        raise ArtifactError(f"tokenizer has {size} tokens, the encoder embeds only {vocab_size}", file=pinned.path)
+    return tokenizer

@@ -1,0 +1,185 @@
+"""Typed views of an artifact's JSON files, parsed strictly.
+
+Every field is checked for presence, type and range; unknown fields are refused,
+so a typo never silently falls back to a default. Errors name file and field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from laya.artifact import PinnedFile, parse_json_object
+from laya.encoder import EncoderConfig
+from laya.errors import ArtifactError
+
+HEAD_KINDS = ("float32", "int8", "transformer")
+SEQUENCE_FORMAT_NAME = "laya-seq-v1"
+STATE_POSITIONS = ("after_options", "after_question")
+
+
+class _Fields:
+    """Pops typed fields off one JSON object, naming file and field on any error."""
+
+    def __init__(self, obj: dict[str, Any], file: str, prefix: str = ""):
+        self.obj, self.file, self.prefix = dict(obj), file, prefix
+
+    def _fail(self, key: str, message: str) -> ArtifactError:
+        return ArtifactError(message, file=self.file, field=self.prefix + key)
+
+    def take(self, key: str, kind: type | tuple[type, ...]) -> Any:
+        if key not in self.obj:
+            raise self._fail(key, "missing")
+        value = self.obj.pop(key)
+        if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+            raise self._fail(key, f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+        return value
+
+    def int(self, key: str, low: int, high: int | None = None) -> int:
+        value = self.take(key, int)
+        if value < low or (high is not None and value > high):
+            raise self._fail(key, f"{value} is outside [{low}, {high if high is not None else 'inf'}]")
+        return value
+
+    def float(self, key: str, low: float, high: float, *, open_low: bool = False) -> float:
+        value = float(self.take(key, (int, float)))
+        if not math.isfinite(value) or value < low or value > high or (open_low and value == low):
+            raise self._fail(key, f"{value} is outside {'(' if open_low else '['}{low}, {high}]")
+        return value
+
+    def str(self, key: str, choices: tuple[str, ...] | None = None) -> str:
+        value = self.take(key, str)
+        if not value or (choices is not None and value not in choices):
+            raise self._fail(key, f"{value!r} is not one of {choices}" if choices else "must be non-empty")
+        return value
+
+    def done(self) -> None:
+        if self.obj:
+            raise self._fail(sorted(self.obj)[0], f"unknown field(s) {sorted(self.obj)}")
+
+
+def parse_encoder_config(pinned: PinnedFile) -> EncoderConfig:
+    f = _Fields(parse_json_object(pinned), pinned.path)
+    cfg = EncoderConfig(
+        vocab_size=f.int("vocab_size", 1),
+        hidden_size=f.int("hidden_size", 1),
+        num_hidden_layers=f.int("num_hidden_layers", 0),
+        num_attention_heads=f.int("num_attention_heads", 1),
+        intermediate_size=f.int("intermediate_size", 1),
+        max_position_embeddings=f.int("max_position_embeddings", 1),
+        type_vocab_size=f.int("type_vocab_size", 2),
+        layer_norm_eps=f.float("layer_norm_eps", 0.0, 1.0, open_low=True),
+        hidden_act=f.str("hidden_act", ("gelu",)),
+    )
+    f.done()
+    if cfg.hidden_size % cfg.num_attention_heads:
+        raise ArtifactError("hidden_size must be divisible by num_attention_heads", file=pinned.path, field="num_attention_heads")
+    return cfg
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    cls: int
+    sep: int
+    pad: int
+    state: int
+    option_markers: tuple[int, ...]
+
+    @property
+    def reserved(self) -> frozenset[int]:
+        return frozenset((self.cls, self.sep, self.pad, self.state, *self.option_markers))
+
+
+def parse_special_tokens(pinned: PinnedFile, vocab_size: int) -> SpecialTokens:
+    f = _Fields(parse_json_object(pinned), pinned.path)
+    ids = {key: f.int(key, 0, vocab_size - 1) for key in ("cls", "sep", "pad", "state")}
+    markers = f.take("option_markers", list)
+    f.done()
+    if len(markers) < 2:
+        raise ArtifactError("needs at least two option markers", file=pinned.path, field="option_markers")
+    for i, marker in enumerate(markers):
+        if isinstance(marker, bool) or not isinstance(marker, int) or not 0 <= marker < vocab_size:
+            raise ArtifactError(f"{marker!r} is not a token id below {vocab_size}", file=pinned.path, field=f"option_markers[{i}]")
+    special = SpecialTokens(option_markers=tuple(markers), **ids)
+    if len(special.reserved) != 4 + len(markers):
+        raise ArtifactError("special token ids must be distinct", file=pinned.path)
+    return special
+
+
+@dataclass(frozen=True)
+class SequenceFormat:
+    """How a request becomes one token sequence (docs/artifact-v1.md, "Sequence format")."""
+
+    question_type: int
+    option_type: int
+    state_position: str
+
+
+def parse_sequence_format(pinned: PinnedFile, type_vocab_size: int) -> SequenceFormat:
+    f = _Fields(parse_json_object(pinned), pinned.path)
+    f.str("name", (SEQUENCE_FORMAT_NAME,))
+    fmt = SequenceFormat(
+        question_type=f.int("question_token_type", 0, type_vocab_size - 1),
+        option_type=f.int("option_token_type", 0, type_vocab_size - 1),
+        state_position=f.str("state_position", STATE_POSITIONS),
+    )
+    f.str("padding", ("none",))
+    f.done()
+    return fmt
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One task of a head, with the head's private calibration for it."""
+
+    name: str
+    index: int  # the task's row in the head's readout
+    max_options: int
+    temperature: float
+    act_threshold: float
+    escalate_threshold: float
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    kind: str
+    sequence_budget: int
+    option_budget: int
+    head_layers: int
+    head_attention_heads: int
+    head_intermediate_size: int
+    tasks: dict[str, TaskInfo]
+
+
+def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions: int) -> HeadConfig:
+    f = _Fields(parse_json_object(pinned), pinned.path)
+    kind = f.str("kind", HEAD_KINDS)
+    sequence_budget = f.int("sequence_budget", 4, max_positions)
+    option_budget = f.int("option_budget", 2, option_markers)
+    transformer = kind == "transformer"
+    head_layers = f.int("head_layers", 1 if transformer else 0, None if transformer else 0)
+    head_heads = f.int("head_attention_heads", 1 if transformer else 0, None if transformer else 0)
+    head_intermediate = f.int("head_intermediate_size", 1 if transformer else 0, None if transformer else 0)
+    raw_tasks = f.take("tasks", list)
+    f.done()
+    if not raw_tasks:
+        raise ArtifactError("a head needs at least one task", file=pinned.path, field="tasks")
+    tasks: dict[str, TaskInfo] = {}
+    for i, raw in enumerate(raw_tasks):
+        if not isinstance(raw, dict):
+            raise ArtifactError("must be an object", file=pinned.path, field=f"tasks[{i}]")
+        t = _Fields(raw, pinned.path, prefix=f"tasks[{i}].")
+        task = TaskInfo(
+            name=t.str("name"),
+            index=i,
+            max_options=t.int("max_options", 2, option_budget),
+            temperature=t.float("temperature", 0.0, 1e6, open_low=True),
+            act_threshold=t.float("act_threshold", 0.0, 1.0),
+            escalate_threshold=t.float("escalate_threshold", 0.0, 1.0, open_low=True),
+        )
+        t.done()
+        if task.name in tasks:
+            raise ArtifactError(f"task {task.name!r} defined twice", file=pinned.path, field=f"tasks[{i}].name")
+        tasks[task.name] = task
+    return HeadConfig(kind, sequence_budget, option_budget, head_layers, head_heads, head_intermediate, tasks)

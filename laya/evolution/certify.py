@@ -1,0 +1,68 @@
+"""Certification: audit a packet's features against the committed parent and input.
+
+A feature digest only names bytes. The audit recomputes the prefix for the
+packet's microbatch in one process from the committed parent file, requires
+bitwise-equal streams, and then writes a certificate binding the feature digest,
+parent digest and input digest. Learners that require certification refuse
+packets without a matching certificate, and name its digest in every update.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from laya.errors import FeaturePacketError
+
+from .digests import canonical_json, json_digest, sha256
+from .packets import expected_binding, read_manifest, read_packet
+from .parent import HEAD_NAMES, read_parent
+from .prefix import full_prefix
+from .workspace import Workspace, read_tokenizer_digest
+
+CERT_FILE = "certificate.json"
+FORMAT = "laya-feature-certificate-v1"
+
+
+def audit(rank: int, ws: Workspace, index: int) -> str:
+    """Recompute microbatch `index` on the independent single-process path; certify or refuse."""
+    directory = ws.packet(index)
+    cfg, state, parent_digest = read_parent(ws.parent_file)
+    if parent_digest != ws.parent_digest:
+        raise FeaturePacketError("the parent file is not the committed parent", field="parent", file=str(ws.parent_file))
+    mb = ws.microbatches[index]
+    expected = expected_binding(ws, mb, tokenizer_digest=read_tokenizer_digest(ws.tokenizer_file),
+                                head_state={k: state[k] for k in HEAD_NAMES})
+    streams, binding = read_packet(directory, expected, ws.exp.layout.streams)
+    recomputed = full_prefix(cfg, state, ws.exp.cut, mb.input_ids, "reference" in streams)
+    for name, tensor in recomputed.items():
+        if not torch.equal(tensor, streams[name]):
+            raise FeaturePacketError(f"stream {name!r} is not what the committed parent computes for this input",
+                                     field="features", file=str(directory))
+    certificate = {"format": FORMAT, "packet": json_digest(binding), "features": binding["features"],
+                   "parent": parent_digest, "input": mb.input_digest(), "auditor": "single-process prefix recompute"}
+    data = canonical_json(certificate)
+    (directory / CERT_FILE).write_bytes(data)
+    return sha256(data)
+
+
+def check_certificate(directory: Path, binding: dict, input_digest: str) -> str:
+    """The certificate digest for this packet, or a refusal naming field 'certificate'."""
+    path = Path(directory) / CERT_FILE
+    if not path.exists():
+        raise FeaturePacketError("packet is not certified", field="certificate", file=str(path))
+    data = path.read_bytes()
+    cert = json.loads(data)
+    claims = {"packet": json_digest(binding), "features": binding["features"], "parent": binding["parent"],
+              "input": input_digest}
+    wrong = [k for k, v in claims.items() if cert.get(k) != v]
+    if cert.get("format") != FORMAT or wrong:
+        raise FeaturePacketError(f"certificate does not match this packet: {wrong or ['format']}",
+                                 field="certificate", file=str(path))
+    return sha256(data)
+
+
+def packet_binding(directory: Path) -> dict:
+    return read_manifest(directory)["binding"]

@@ -1,0 +1,46 @@
+"""Both arms on one workspace: distributed production, the kernel, the learner, the comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .certify import audit
+from .compare import compare
+from .group import Group
+from .kernel import LEARNER, produce, run_kernel
+from .learner import learn
+from .workspace import Workspace
+
+
+@dataclass
+class ArmsResult:
+    production: list[dict]       # per rank
+    kernel: list[dict]           # per rank; kernel[LEARNER]["records"]
+    learner: dict
+    certificates: dict[int, str]
+    rows: list[dict]
+
+    @property
+    def equal(self) -> bool:
+        return all(r["equal"] for r in self.rows)
+
+
+def run_arms(group: Group, ws: Workspace, *, certify: bool = True, learner_group: Group | None = None,
+             snapshots: bool = True) -> ArmsResult:
+    """Produce packets (distributed), audit them, run the kernel and the learner, compare.
+
+    The learner runs on learner_group's only rank when given (a fresh process for
+    clean memory figures), else on the group's learner rank, alone.
+    """
+    production = group.run(produce, ws)
+    certificates = {}
+    if certify:
+        for i in sorted(set(ws.exp.schedule())):
+            certificates[i] = group.run(audit, ws, i, ranks=[0])[0]
+    kernel = group.run(run_kernel, ws, snapshots=snapshots)
+    if learner_group is not None:
+        learner = learner_group.run(learn, ws, require_certificate=certify, snapshots=snapshots, ranks=[0])[0]
+    else:
+        learner = group.run(learn, ws, require_certificate=certify, snapshots=snapshots, ranks=[LEARNER])[0]
+    rows = compare(kernel[LEARNER]["records"], learner["records"]) if snapshots else []
+    return ArmsResult(production, kernel, learner, certificates, rows)

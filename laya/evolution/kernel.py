@@ -1,0 +1,128 @@
+"""The distributed incremental kernel and distributed feature production (3 ranks, gloo).
+
+Rank 0 and 1 own the frozen prefix (embedding + blocks [0, split) and blocks
+[split, cut), plus the original tail blocks [cut, depth) for the fixed-tail
+reference). Rank 2 is the learner: it holds the trainable tail and a read-only
+replica of the output head. Per request the learner sends the exact padded
+microbatch's token ids to rank 0; activations then travel point to point
+0 -> 1 -> 2. The kernel does this on every update; production does it once per
+microbatch and writes feature packets.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from .group import peak_rss_bytes
+from .packets import expected_binding, write_packet
+from .parent import build_blocks, build_embed, build_head, read_parent
+from .prefix import run_blocks
+from .layouts import build_tail
+from .train import make_optimizer, snapshot, train_step
+from .workspace import Workspace, read_tensors, read_tokenizer_digest
+
+OWNER_A, OWNER_B, LEARNER = 0, 1, 2
+
+
+class Wire:
+    """Point-to-point sends and receives that count the bytes this rank sends."""
+
+    def __init__(self):
+        self.sent = 0
+
+    def send(self, tensor: torch.Tensor, dst: int) -> None:
+        dist.send(tensor.contiguous(), dst)
+        self.sent += tensor.numel() * tensor.element_size()
+
+    @staticmethod
+    def recv(shape, dtype, src: int) -> torch.Tensor:
+        buf = torch.empty(shape, dtype=dtype)
+        dist.recv(buf, src)
+        return buf
+
+
+def _act_shape(ws: Workspace) -> tuple[int, int, int]:
+    cfg = ws.exp.config
+    return (ws.exp.microbatch, cfg.seq_len, cfg.width)
+
+
+@torch.no_grad()
+def _serve_prefix(rank: int, ws: Workspace, requests: int, wire: Wire) -> None:
+    """Owner loop: answer `requests` prefix requests with this rank's share of the parent."""
+    cfg, state, _ = read_parent(ws.parent_file)
+    cut, split = ws.exp.cut, ws.exp.owner_split
+    if rank == OWNER_A:
+        embed, blocks = build_embed(cfg, state), build_blocks(cfg, state, range(split))
+    else:
+        blocks = build_blocks(cfg, state, range(split, cut))
+        originals = build_blocks(cfg, state, range(cut, cfg.depth)) if "reference" in ws.exp.layout.streams else None
+    del state
+    for _ in range(requests):
+        if rank == OWNER_A:
+            ids = wire.recv((ws.exp.microbatch, cfg.seq_len), torch.int64, LEARNER)
+            wire.send(run_blocks(blocks, embed(ids)), OWNER_B)
+        else:
+            features = run_blocks(blocks, wire.recv(_act_shape(ws), torch.float32, OWNER_A))
+            wire.send(features, LEARNER)
+            if originals is not None:
+                wire.send(run_blocks(originals, features), LEARNER)
+
+
+def _request(ws: Workspace, index: int, wire: Wire) -> tuple[torch.Tensor, torch.Tensor | None]:
+    wire.send(ws.microbatches[index].input_ids, OWNER_A)
+    features = wire.recv(_act_shape(ws), torch.float32, OWNER_B)
+    reference = wire.recv(_act_shape(ws), torch.float32, OWNER_B) if "reference" in ws.exp.layout.streams else None
+    return features, reference
+
+
+def produce(rank: int, ws: Workspace) -> dict:
+    """Compute each distinct microbatch's prefix once, distributed, and write it as a packet."""
+    wire = Wire()
+    indices = sorted(set(ws.exp.schedule()))
+    dist.barrier()
+    start = time.perf_counter()
+    if rank != LEARNER:
+        _serve_prefix(rank, ws, len(indices), wire)
+    else:
+        head, _ = read_tensors(ws.head_file)
+        tokenizer = read_tokenizer_digest(ws.tokenizer_file)
+        for i in indices:
+            features, reference = _request(ws, i, wire)
+            streams = {"features": features} | ({"reference": reference} if reference is not None else {})
+            binding = expected_binding(ws, ws.microbatches[i], tokenizer_digest=tokenizer, head_state=head)
+            write_packet(ws.packet(i), binding, streams)
+    dist.barrier()
+    return {"seconds": time.perf_counter() - start, "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes(),
+            "packets": len(indices)}
+
+
+def run_kernel(rank: int, ws: Workspace, *, snapshots: bool = True) -> dict:
+    """The incremental kernel: every update recomputes the prefix of its microbatch."""
+    wire = Wire()
+    schedule = ws.exp.schedule()
+    if rank != LEARNER:
+        dist.barrier()
+        start = time.perf_counter()
+        _serve_prefix(rank, ws, len(schedule), wire)
+        dist.barrier()
+        return {"seconds": time.perf_counter() - start, "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes()}
+    cfg = ws.exp.config
+    head = build_head(cfg, read_tensors(ws.head_file)[0])
+    tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks)
+    opt = make_optimizer(tail, ws.exp.adam)
+    records, seconds = [], []
+    dist.barrier()
+    start = time.perf_counter()
+    for update, index in enumerate(schedule):
+        t0 = time.perf_counter()
+        features, reference = _request(ws, index, wire)
+        loss, grad_norm = train_step(tail, head, opt, features, reference, ws.microbatches[index], ws.exp.retention)
+        seconds.append(time.perf_counter() - t0)
+        records.append({"update": update, "microbatch": index, "loss": loss, "grad_norm": grad_norm,
+                        "certificate": None} | (snapshot(tail, opt) if snapshots else {}))
+    dist.barrier()
+    return {"seconds": time.perf_counter() - start, "update_seconds": seconds, "bytes_sent": wire.sent,
+            "peak_rss": peak_rss_bytes(), "records": records}

@@ -1,0 +1,28 @@
+"""The frozen prefix computation, as owners run it in pieces and as an auditor runs it whole.
+
+Both paths call the same modules in the same order on the same shapes, so the
+pieces chained across processes give the same bits as the single-process run.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .parent import ParentConfig, build_blocks, build_embed
+
+
+def run_blocks(blocks: nn.ModuleList, hidden: torch.Tensor) -> torch.Tensor:
+    for block in blocks:
+        hidden = block(hidden)
+    return hidden
+
+
+@torch.no_grad()
+def full_prefix(config: ParentConfig, state: dict, cut: int, ids: torch.Tensor, with_reference: bool) -> dict[str, torch.Tensor]:
+    """Single-process prefix: the independent path the auditor uses."""
+    features = run_blocks(build_blocks(config, state, range(cut)), build_embed(config, state)(ids))
+    streams = {"features": features}
+    if with_reference:
+        streams["reference"] = run_blocks(build_blocks(config, state, range(cut, config.depth)), features)
+    return streams

@@ -1,0 +1,153 @@
+"""Loaded heads and the standalone/shared loading lifecycle.
+
+``load_artifact`` gives a ``Model``: a head with a private base. The shared path
+verifies one base (``load_artifact_base``) and attaches further heads to it
+(``load_artifact_with_base``), refusing any whose base pins differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Protocol
+
+import torch
+
+from laya.artifact import BASE_ROLES, ArtifactFiles, PinnedFile, read_artifact_files
+from laya.base import BaseOptions, VerifiedBase
+from laya.config import HeadConfig, TaskInfo, parse_encoder_config, parse_head_config
+from laya.encoder import CheckFn
+from laya.errors import ArtifactError, BudgetExceeded, Cancelled, PinMismatch, RequestError
+from laya.heads import HeadModule, calibrated, head_parameter_specs
+from laya.request import Prediction, Request
+from laya.weights import FrozenWeights, load_tensors
+
+
+class CancelToken(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def cancel_check(cancel: CancelToken | None) -> CheckFn | None:
+    """A check that raises ``Cancelled`` once ``cancel`` (e.g. a threading.Event) is set."""
+    if cancel is None:
+        return None
+
+    def check() -> None:
+        if cancel.is_set():
+            raise Cancelled("request cancelled")
+
+    return check
+
+
+class Head:
+    """A task head attached to a verified base, with its own tasks and calibration."""
+
+    def __init__(self, files: ArtifactFiles, base: VerifiedBase):
+        self.base = base
+        self.source = str(files.directory)
+        self.config: HeadConfig = parse_head_config(
+            files["head_config"],
+            option_markers=len(base.special.option_markers),
+            max_positions=base.config.max_position_embeddings,
+        )
+        specs = head_parameter_specs(self.config, base.hidden_size, base.config.layer_norm_eps)
+        tensors = load_tensors(files["head_weights"], specs)
+        self._weights = FrozenWeights(HeadModule(self.config, base.hidden_size, base.config.layer_norm_eps),
+                                      tensors, owner=f"head {self.source}")
+        self._weights.module.to(base.options.device)
+        self.digest = head_digest(files["head_config"], files["head_weights"])
+
+    @property
+    def tasks(self) -> dict[str, TaskInfo]:
+        return dict(self.config.tasks)
+
+    @property
+    def kind(self) -> str:
+        return self.config.kind
+
+    def predict(self, request: Request, *, cancel: CancelToken | None = None) -> Prediction:
+        return self.run(request, cancel=cancel, encode=self.base.encode)
+
+    def run(self, request: Request, *, cancel: CancelToken | None, encode, adapter_id: str | None = None) -> Prediction:
+        """Validate, render, encode (through ``encode``, which may be cached) and score."""
+        if not isinstance(request, Request):
+            raise RequestError(f"expected a laya.Request, got {type(request).__name__}")
+        task = self.config.tasks.get(request.task)
+        if task is None:
+            raise RequestError(f"unknown task {request.task!r}; this head has {sorted(self.config.tasks)}", field="task")
+        if len(request.options) > task.max_options:
+            raise BudgetExceeded(f"{len(request.options)} options, task {task.name!r} allows {task.max_options}",
+                                 field="options")
+        rendered = self.base.render(request)
+        if len(rendered.token_ids) > self.config.sequence_budget:
+            raise BudgetExceeded(f"renders to {len(rendered.token_ids)} tokens, the head's sequence budget is "
+                                 f"{self.config.sequence_budget}", field="sequence")
+        check = cancel_check(cancel)
+        states = encode(rendered.token_ids, check=check)
+        self._weights.check_unmodified()
+        with torch.inference_mode():
+            scores = self._weights.module.scores(states, rendered, task, check)
+        if check is not None:
+            check()
+        probabilities, decision = calibrated(scores, task)
+        return Prediction(task.name, probabilities, decision, self.digest, adapter_id)
+
+
+class Model(Head):
+    """A standalone artifact: one head on a base of its own."""
+
+
+def head_digest(config: PinnedFile, weights: PinnedFile) -> str:
+    """A head's identity: sha256 over its config and weights digests."""
+    return hashlib.sha256(f"{config.sha256}\n{weights.sha256}\n".encode()).hexdigest()
+
+
+def load_artifact(artifact_dir: str | os.PathLike) -> Model:
+    """Load a complete artifact standalone: its own base, its own head."""
+    files = read_artifact_files(artifact_dir)
+    return Model(files, VerifiedBase(files))
+
+
+def load_artifact_base(artifact_dir: str | os.PathLike, base_dir: str | os.PathLike | None = None, *,
+                       options: BaseOptions | None = None) -> VerifiedBase:
+    """Verify and load the base that ``artifact_dir`` pins, once, for sharing.
+
+    With ``base_dir`` the base is loaded from that (possibly base-only) artifact,
+    and ``artifact_dir``'s own base pins must equal it.
+    """
+    files = read_artifact_files(artifact_dir, require_head=False)
+    if base_dir is None:
+        return VerifiedBase(files, options)
+    base_files = read_artifact_files(base_dir, require_head=False)
+    base = VerifiedBase(base_files, options)
+    check_base_pins(files, base)
+    return base
+
+
+def load_artifact_with_base(artifact_dir: str | os.PathLike, base: VerifiedBase) -> Head:
+    """Attach the head of ``artifact_dir`` to an already verified ``base``."""
+    if not isinstance(base, VerifiedBase):
+        raise TypeError(f"base must be a laya.VerifiedBase, got {type(base).__name__}")
+    files = read_artifact_files(artifact_dir)
+    check_base_pins(files, base)
+    return Head(files, base)
+
+
+def check_base_pins(files: ArtifactFiles, base: VerifiedBase) -> None:
+    """Refuse ``files`` unless every base pin equals ``base``'s, naming the first that differs."""
+    for role in BASE_ROLES:
+        theirs = files[role]
+        if theirs.sha256 == base.pins[role]:
+            continue
+        pin = role
+        if role == "encoder_config":
+            try:
+                depth = parse_encoder_config(theirs).num_hidden_layers
+            except ArtifactError:
+                depth = None
+            if depth is not None and depth != base.depth:
+                pin = "depth"
+        raise PinMismatch(f"artifact {files.directory} pins sha256 {theirs.sha256}, the base "
+                          f"({base.source}) has {base.pins[role]}", pin=pin, file=theirs.path)
+
+

@@ -1,0 +1,156 @@
+"""The ``laya-qual`` command: run the suite into a signed report, make keys, verify
+and show bundles, print the claims catalogue. Bad input ends in one line, not a
+traceback."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from laya_qual.signing import KEY_ENV, SigningError, keygen, load_public_key
+from laya_qual.verify import VerifyError, read_statements, verify_bundle
+
+DEV_KEY = Path("reports/.dev-key")
+
+
+@click.group()
+def main() -> None:
+    """laya-qual: qualification runs and their signed reports."""
+
+
+@main.command("keygen")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def keygen_cmd(path: Path) -> None:
+    """Write an Ed25519 private key at PATH (mode 0600) and its public key at PATH.pub."""
+    try:
+        public = keygen(path)
+    except (SigningError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"private key: {path} (keep it secret)\npublic key:  {public}")
+
+
+def _verify(bundle: Path, public_key: Path, artifacts=()):
+    try:
+        return verify_bundle(bundle, load_public_key(public_key), list(artifacts))
+    except (SigningError, VerifyError) as e:
+        raise click.ClickException(f"verification failed: {e}") from None
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--public-key", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="PEM Ed25519 public key of the signer")
+@click.option("--artifact", "artifacts", multiple=True, metavar="DIR",
+              help="recompute this artifact directory's digest and require it among the subjects")
+def verify(bundle: Path, public_key: Path, artifacts: tuple[str, ...]) -> None:
+    """Check signatures, statement shapes, predicate agreement and artifact digests."""
+    v = _verify(bundle, public_key, artifacts)
+    p = v.laya["predicate"]
+    click.echo(f"OK {bundle}: signed by ed25519 keyid {v.keyid}; result {p['result']}; "
+               f"{len(p['claims'])} claims; {len(artifacts)} artifact(s) rechecked")
+
+
+def _laya_statement(bundle: Path) -> dict:
+    from laya_qual.report import LAYA_TYPE
+
+    try:
+        found = [s for s, _ in read_statements(bundle) if s.get("predicateType") == LAYA_TYPE]
+    except VerifyError as e:
+        raise click.ClickException(str(e)) from None
+    if len(found) != 1:
+        raise click.ClickException(f"{bundle}: no laya-qual statement")
+    return found[0]
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--public-key", type=click.Path(dir_okay=False, path_type=Path),
+              help="verify first (otherwise the summary says the signature was not checked)")
+@click.option("--markdown", is_flag=True, help="release-note markdown instead of the terminal table")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="write here instead of stdout")
+def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | None) -> None:
+    """Summarize a report bundle: claims table (failures first) and benchmark figures."""
+    from laya_qual import summary
+
+    if public_key:
+        v = _verify(bundle, public_key)
+        laya, signature = v.laya, f"verified, ed25519 keyid {v.keyid[:16]}"
+    else:
+        laya, signature = _laya_statement(bundle), "NOT CHECKED (pass --public-key, or run laya-qual verify)"
+    try:
+        rendered = summary.markdown(laya, bundle.name) if markdown else summary.text(laya, str(bundle), signature)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise click.ClickException(f"{bundle}: laya-qual predicate is malformed ({e!r})") from None
+    if output:
+        output.write_text(rendered)
+        click.echo(f"wrote {output}")
+    else:
+        click.echo(rendered, nl=False)
+
+
+@main.command()
+@click.option("--markdown", is_flag=True, help="the docs/claims.md page")
+def claims(markdown: bool) -> None:
+    """Print the claims catalogue."""
+    from laya_qual.claims import CLAIMS
+    from laya_qual.summary import claims_markdown
+
+    if markdown:
+        click.echo(claims_markdown(CLAIMS), nl=False)
+    else:
+        width = max(map(len, CLAIMS))
+        for claim in CLAIMS.values():
+            click.echo(f"{claim.id:<{width}}  {claim.statement}")
+
+
+def _signing_key(key: Path | None) -> Path:
+    if key or os.environ.get(KEY_ENV):
+        return Path(key or os.environ[KEY_ENV])
+    if not DEV_KEY.exists():
+        keygen(DEV_KEY)
+        click.secho(f"created development key {DEV_KEY} (git-ignored)", fg="yellow", err=True)
+    click.secho(f"SIGNING WITH THE DEVELOPMENT KEY {DEV_KEY}: fine for local checks, never for a "
+                f"release report (use --key or ${KEY_ENV})", fg="yellow", bold=True, err=True)
+    return DEV_KEY
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--workers", "-n", default=2, show_default=True, help="xdist workers (0: in-process)")
+@click.option("--artifact", "artifacts", multiple=True, metavar="DIR", help="qualify this artifact too")
+@click.option("--base", metavar="DIR", help="shared base for the --artifact heads")
+@click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
+              help=f"Ed25519 private key (default: ${KEY_ENV}, else the dev key {DEV_KEY})")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="bundle path (default: reports/qualification-<UTC time>.intoto.jsonl)")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | None,
+        out: Path | None, pytest_args: tuple[str, ...]) -> None:
+    """Run the qualification suite, sign the report, verify it, and summarize it.
+
+    Extra arguments after `--` go to pytest. A Hypothesis seed is chosen and recorded
+    unless you pass --hypothesis-seed, so every report says how to reproduce it."""
+    from laya_qual import summary
+
+    key = _signing_key(key)
+    public = key.with_name(key.name + ".pub")
+    out = out or Path("reports") / f"qualification-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.intoto.jsonl"
+    cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", "-n", str(workers),
+           "--laya-report", str(out), "--laya-signing-key", str(key)]
+    cmd += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
+    if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
+        cmd.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
+    rc = subprocess.call([*cmd, *pytest_args])
+    if not out.exists():
+        raise click.ClickException(f"pytest exited with {rc} and wrote no report at {out}")
+    v = _verify(out, public, artifacts + ((base,) if base else ()))
+    click.echo("")
+    click.echo(summary.text(v.laya, str(out), f"verified with {public} (keyid {v.keyid[:16]})"), nl=False)
+    click.echo(f"\nbundle: {out}\nverify: laya-qual verify {out} --public-key {public}")
+    if rc != 0 or v.laya["predicate"]["result"] == "FAILED":
+        sys.exit(rc or 1)

@@ -1,0 +1,1 @@
+"""Fixtures for the laya.evolution claims (filled by the evolution work)."""

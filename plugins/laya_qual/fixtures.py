@@ -1,0 +1,87 @@
+"""Fixtures that hand qualification tests their artifacts.
+
+Costly things are session-scoped and cached: synthetic artifacts are written once
+per distinct recipe, loaded models once per directory. ``qualified_artifact`` is
+parametrized over the artifacts under qualification: the embedded synthetic
+default (one per head kind) or, with ``--laya-artifact DIR``, the user's own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import laya
+
+SYNTHETIC_KINDS = ("float32", "int8", "transformer")
+SYNTHETIC_BASE_SEED = 1
+
+
+class ArtifactFactory:
+    """Writes synthetic artifacts on demand, once per distinct recipe."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._made: dict[str, Path] = {}
+
+    def __call__(self, *, seed: int, head_kind: str, **recipe: Any) -> Path:
+        from laya_qual.synth import write_artifact
+
+        key = json.dumps({"seed": seed, "head_kind": head_kind, **recipe}, sort_keys=True, default=str)
+        if key not in self._made:
+            self._made[key] = write_artifact(self.root / f"a{len(self._made)}", seed=seed, head_kind=head_kind, **recipe)
+        return self._made[key]
+
+
+class ModelCache:
+    """Loads each artifact directory standalone once per session."""
+
+    def __init__(self) -> None:
+        self._models: dict[Path, laya.Model] = {}
+
+    def __call__(self, directory: Path) -> laya.Model:
+        directory = Path(directory)
+        if directory not in self._models:
+            self._models[directory] = laya.load_artifact(directory)
+        return self._models[directory]
+
+
+@pytest.fixture(scope="session")
+def artifact_factory(tmp_path_factory: pytest.TempPathFactory) -> ArtifactFactory:
+    return ArtifactFactory(tmp_path_factory.mktemp("laya-synthetic"))
+
+
+@pytest.fixture(scope="session")
+def load_model() -> Callable[[Path], laya.Model]:
+    return ModelCache()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run artifact-facing claims once per artifact under qualification."""
+    if "qualified_artifact" not in metafunc.fixturenames:
+        return
+    user = metafunc.config.getoption("laya_artifact")
+    if user:
+        params = [("artifact", str(Path(p).resolve())) for p in user]
+        ids = [f"artifact{i}-{Path(p).name}" for i, p in enumerate(user)]
+    else:
+        params = [("synthetic", kind) for kind in SYNTHETIC_KINDS]
+        ids = [f"synthetic-{kind}" for kind in SYNTHETIC_KINDS]
+    metafunc.parametrize("qualified_artifact", params, ids=ids, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def qualified_artifact(request: pytest.FixtureRequest, artifact_factory: ArtifactFactory) -> Path:
+    """The directory of one artifact under qualification."""
+    source, value = request.param
+    if source == "artifact":
+        return Path(value)
+    return artifact_factory(seed=7, head_kind=value, base_seed=SYNTHETIC_BASE_SEED)
+
+
+@pytest.fixture(scope="session")
+def qualified_model(qualified_artifact: Path, load_model: Callable[[Path], laya.Model]) -> laya.Model:
+    return load_model(qualified_artifact)

@@ -1,0 +1,148 @@
+"""The report model: from plain per-test records to the two in-toto statements, and
+the rules that tie them together.
+
+Everything here works on plain data (dicts, lists, strings), so the controller builds
+the same report whether the tests ran in-process or on xdist workers, and ``verify``
+re-derives verdicts, the result and the test lists with the very same rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+
+from laya_qual.claims import Claim
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
+LAYA_TYPE = "https://laya-qual.dev/attestation/qualification/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+PREDICATE_DESCRIPTOR = "laya-qual-predicate"
+
+PASSED, FAILED, NOT_EVALUATED = "passed", "failed", "not evaluated"
+VERDICTS = (PASSED, FAILED, NOT_EVALUATED)
+# Per-test outcomes and where each lands in the test-result predicate.
+FAILING_OUTCOMES = ("failed", "error", "xfailed")
+WARNING_OUTCOMES = ("skipped", "unmeasured")
+OUTCOMES = ("passed", *FAILING_OUTCOMES, *WARNING_OUTCOMES)
+
+SCOPE = {
+    "statement": (
+        "This report qualifies mechanics only: parity, pins, cache, cancellation and exactness "
+        "of the laya runtime and its artifacts on the environment recorded here. It does not "
+        "qualify real-domain accuracy, nor latency or throughput on any other hardware. "
+        "Artifacts loaded here remain unaccepted model nominations that need domain validation "
+        "before use."
+    ),
+    "notQualified": [
+        "real-domain accuracy of any head or base",
+        "latency, throughput or memory on hardware other than the recorded environment",
+        "acceptance of any loaded artifact (each stays an unaccepted model nomination)",
+    ],
+}
+
+
+class AgreementError(Exception):
+    """The two statements of a bundle, or a claim and its evidence, disagree."""
+
+
+def verdict_of(outcomes: Iterable[str]) -> str:
+    """A claim fails if any of its tests failed, passes if one passed and none
+    failed, and is otherwise (nothing ran, or all skipped/unmeasured) not evaluated."""
+    outcomes = list(outcomes)
+    if any(o in FAILING_OUTCOMES for o in outcomes):
+        return FAILED
+    return PASSED if "passed" in outcomes else NOT_EVALUATED
+
+
+def result_of(verdicts: Iterable[str]) -> str:
+    verdicts = list(verdicts)
+    if FAILED in verdicts:
+        return "FAILED"
+    return "WARNED" if NOT_EVALUATED in verdicts else "PASSED"
+
+
+def build_claims(catalogue: Mapping[str, Claim], records: Iterable[Mapping]) -> list[dict]:
+    """Every catalogued claim, in catalogue order, with its verdict and evidence.
+
+    A record is ``{"test", "claims", "outcome", "hypothesis"?, "benchmark"?}``.
+    """
+    evidence: dict[str, list[dict]] = {cid: [] for cid in catalogue}
+    for record in sorted(records, key=lambda r: r["test"]):
+        entry = {k: record[k] for k in ("test", "outcome", "hypothesis", "benchmark") if record.get(k)}
+        for cid in record["claims"]:
+            evidence[cid].append(entry)
+    return [{"id": c.id, "area": c.area, "statement": c.statement,
+             "verdict": verdict_of(e["outcome"] for e in evidence[c.id]),
+             "evidence": evidence[c.id]} for c in catalogue.values()]
+
+
+def tests_by_outcome(claims: list[dict]) -> dict[str, list[str]]:
+    """passedTests / warnedTests / failedTests of the test-result predicate."""
+    outcome: dict[str, str] = {}
+    for claim in claims:
+        for entry in claim["evidence"]:
+            seen = outcome.setdefault(entry["test"], entry["outcome"])
+            if seen != entry["outcome"]:
+                raise AgreementError(f"test {entry['test']} has outcomes {seen!r} and {entry['outcome']!r}")
+    lists = {"passedTests": [], "warnedTests": [], "failedTests": []}
+    for test, o in sorted(outcome.items()):
+        if o not in OUTCOMES:
+            raise AgreementError(f"test {test} has unknown outcome {o!r}")
+        key = "passedTests" if o == "passed" else "failedTests" if o in FAILING_OUTCOMES else "warnedTests"
+        lists[key].append(test)
+    return lists
+
+
+def canonical(obj) -> bytes:
+    """The payload bytes that get signed (stable for identical content)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def statement(subjects: list[dict], predicate_type: str, predicate: dict) -> dict:
+    return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": predicate_type,
+            "predicate": predicate}
+
+
+def build_statements(subjects: list[dict], claims: list[dict], details: dict,
+                     configuration: list[dict]) -> tuple[bytes, bytes]:
+    """(test-result payload, laya payload); the first names the second's digest."""
+    result = result_of(c["verdict"] for c in claims)
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+    laya = canonical(statement(subjects, LAYA_TYPE, {
+        "result": result, "counts": counts, "claims": claims, "scope": SCOPE, **details}))
+    binding = {"name": PREDICATE_DESCRIPTOR, "mediaType": PAYLOAD_TYPE,
+               "digest": {"sha256": hashlib.sha256(laya).hexdigest()}}
+    test_result = canonical(statement(subjects, TEST_RESULT_TYPE, {
+        "result": result, "configuration": [binding, *configuration], **tests_by_outcome(claims)}))
+    return test_result, laya
+
+
+def check_agreement(test_result: dict, laya: dict, laya_payload: bytes) -> None:
+    """Raise AgreementError unless both statements tell the same story."""
+    if test_result["subject"] != laya["subject"]:
+        raise AgreementError("the two statements name different subjects")
+    tr, lq = test_result["predicate"], laya["predicate"]
+    bound = [d for d in tr.get("configuration", []) if isinstance(d, dict) and d.get("name") == PREDICATE_DESCRIPTOR]
+    if [d.get("digest", {}).get("sha256") for d in bound] != [hashlib.sha256(laya_payload).hexdigest()]:
+        raise AgreementError("the test-result statement does not name this laya-qual statement's digest")
+    claims = lq.get("claims")
+    if not isinstance(claims, list) or not claims:
+        raise AgreementError("laya-qual predicate has no claims list")
+    ids = [c.get("id") if isinstance(c, dict) else None for c in claims]
+    if len(set(ids)) != len(ids) or not all(isinstance(i, str) for i in ids):
+        raise AgreementError("laya-qual claims need unique string ids")
+    for claim in claims:
+        if not isinstance(claim.get("evidence"), list):
+            raise AgreementError(f"claim {claim['id']}: evidence is not a list")
+        derived = verdict_of(e.get("outcome") for e in claim["evidence"])
+        if claim.get("verdict") != derived:
+            raise AgreementError(f"claim {claim['id']}: verdict {claim.get('verdict')!r} but its evidence gives {derived!r}")
+    result = result_of(c["verdict"] for c in claims)
+    if lq.get("result") != result or tr.get("result") != result:
+        raise AgreementError(f"results disagree: test-result {tr.get('result')!r}, "
+                             f"laya-qual {lq.get('result')!r}, claims give {result!r}")
+    for key, tests in tests_by_outcome(claims).items():
+        if sorted(tr.get(key, [])) != tests:
+            raise AgreementError(f"test-result {key} disagrees with the laya-qual claims' evidence")

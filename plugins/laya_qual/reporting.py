@@ -1,0 +1,252 @@
+"""Report assembly hooks: workers attach plain evidence to their test reports, and
+the controller alone turns the reports it receives into the signed bundle.
+
+Nothing but test reports crosses the xdist boundary (claim ids, Hypothesis example
+counts and benchmark figures travel in ``user_properties``), so a run with ``-n 0``
+and one with ``-n 2`` build the same claims from the same data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from laya_qual.plugin import CLAIM_PROPERTY
+from laya_qual.signing import KEY_ENV, SigningError, keyid, load_private_key
+
+HYPOTHESIS_PROPERTY = "laya_hypothesis"
+BENCHMARK_PROPERTY = "laya_benchmark"
+_HYPOTHESIS_STATS = pytest.StashKey[dict]()
+# Later in this list wins when a test's phases disagree (setup skipped, teardown error, ...).
+_PRECEDENCE = (None, "passed", "skipped", "xfailed", "error", "failed")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("laya_qual").addoption(
+        "--laya-signing-key", default=os.environ.get(KEY_ENV), metavar="PATH",
+        help=f"Ed25519 private key (PEM) that signs the --laya-report bundle (default: ${KEY_ENV})")
+
+
+def _reporting(config: pytest.Config) -> bool:
+    return bool(config.getoption("laya_report", None))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _reporting(config) and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Assembler(config), "laya_qual_assembler")
+
+
+# --- worker side (also in-process runs): attach plain evidence to the call report ---
+
+def _hypothesis_counts(stats: dict) -> dict:
+    cases = [case for key, phase in stats.items() if key.endswith("-phase")
+             for case in phase.get("test-cases", [])]
+    statuses = [case.get("status") for case in cases]
+    return {"examples": len(cases), "valid": statuses.count("valid"),
+            "failing": statuses.count("interesting"),
+            "invalid": statuses.count("invalid") + statuses.count("overrun"),
+            "stoppedBecause": stats.get("stopped-because")}
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Innermost wrapper, so Hypothesis' own statistics callback (installed by its
+    outer wrapper) is chained rather than replaced."""
+    if not _reporting(item.config):
+        yield
+        return
+    from hypothesis.statistics import collector
+
+    previous = collector.value
+
+    def note(stats: dict) -> None:
+        item.stash[_HYPOTHESIS_STATS] = _hypothesis_counts(stats)
+        if previous is not None:
+            previous(stats)
+
+    with collector.with_value(note):
+        yield
+
+
+def _reproduction(item: pytest.Item) -> dict:
+    settings = getattr(item.obj, "_hypothesis_internal_use_settings", None)
+    seed = getattr(item.obj, "_hypothesis_internal_use_seed", None)
+    if seed is None:
+        seed = item.config.getoption("hypothesis_seed", None)
+    return {"seed": None if seed is None else str(seed),
+            "derandomize": bool(getattr(settings, "derandomize", False))}
+
+
+def _plain(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+def _benchmark(item: pytest.Item) -> dict | None:
+    fixture = getattr(item, "funcargs", {}).get("benchmark")
+    if fixture is None or not hasattr(fixture, "disabled"):
+        return None
+    meta = getattr(fixture, "stats", None)
+    if fixture.disabled or not meta:
+        return {"measured": False,
+                "reason": "benchmarking disabled (xdist or --benchmark-disable)" if fixture.disabled
+                else "the benchmark fixture was not run"}
+    s = meta.stats
+    return {"measured": True, "name": fixture.name, "unit": "seconds", "median": s.median,
+            "mean": s.mean, "min": s.min, "max": s.max, "stddev": s.stddev, "rounds": s.rounds,
+            "iterations": meta.iterations, "extraInfo": _plain(fixture.extra_info)}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = (yield).get_result()
+    if call.when != "call" or not _reporting(item.config):
+        return
+    stats = item.stash.get(_HYPOTHESIS_STATS, None)
+    if stats is not None:
+        report.user_properties.append((HYPOTHESIS_PROPERTY, {**stats, **_reproduction(item)}))
+    bench = _benchmark(item)
+    if bench is not None:
+        report.user_properties.append((BENCHMARK_PROPERTY, bench))
+
+
+# --- controller side -------------------------------------------------------------
+
+def _phase_outcome(report: pytest.TestReport) -> str | None:
+    if report.failed:
+        return "failed" if report.when == "call" else "error"
+    if report.skipped:
+        return "xfailed" if hasattr(report, "wasxfail") else "skipped"
+    return "passed" if report.when == "call" else None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Assembler:
+    """Collects plain per-test records on the controller and writes the bundle."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from laya_qual import environment
+        from laya_qual.subjects import SubjectError, package_dir, subjects
+
+        self.config = config
+        self.records: dict[str, dict] = {}
+        self.collection_errors: list[str] = []
+        self.started = _now()
+        self.path = Path(config.getoption("laya_report"))
+        self.key = None
+        key_path = config.getoption("laya_signing_key")
+        try:
+            self.key = load_private_key(Path(key_path)) if key_path else None
+            self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
+        except (SigningError, SubjectError) as e:
+            raise pytest.UsageError(f"laya_qual report: {e}") from None
+        self.environment = environment.collect(config.getoption("laya_device"), package_dir("laya"))
+        self.summary: dict | None = None
+
+    def pytest_report_header(self) -> str:
+        if self.key is None:
+            return (f"laya_qual report: {self.path} -- UNSIGNED (no --laya-signing-key or ${KEY_ENV}); "
+                    "it will not verify")
+        return f"laya_qual report: {self.path}, signed by ed25519 keyid {keyid(self.key.public_key())[:16]}"
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors.append(report.nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if not props.get(CLAIM_PROPERTY):
+            return
+        record = self.records.setdefault(
+            report.nodeid, {"test": report.nodeid, "claims": list(props[CLAIM_PROPERTY]), "outcome": None})
+        outcome = _phase_outcome(report)
+        if _PRECEDENCE.index(outcome) > _PRECEDENCE.index(record["outcome"]):
+            record["outcome"] = outcome
+        for key, name in ((HYPOTHESIS_PROPERTY, "hypothesis"), (BENCHMARK_PROPERTY, "benchmark")):
+            if key in props:
+                record[name] = props[key]
+
+    def _records(self) -> list[dict]:
+        out = []
+        for record in self.records.values():
+            record = dict(record)
+            if record["outcome"] == "passed" and record.get("benchmark", {}).get("measured") is False:
+                record["outcome"] = "unmeasured"
+            out.append(record)
+        return out
+
+    def _details(self, exitstatus: int) -> tuple[dict, list[dict]]:
+        import laya_qual
+        from hypothesis import settings
+
+        from laya_qual.subjects import package_dir, source_digest
+
+        config = self.config
+        seed = config.getoption("hypothesis_seed", None)
+        profile = settings.get_current_profile_name()
+        harness = {name: source_digest(package_dir(name))[0]
+                   for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
+        invocation = {"args": list(config.invocation_params.args),
+                      "workers": config.getoption("numprocesses", None),
+                      "device": config.getoption("laya_device"), "exitStatus": int(exitstatus),
+                      "collectionErrors": sorted(self.collection_errors),
+                      "startedOn": self.started, "finishedOn": _now()}
+        details = {
+            "hypothesis": {
+                "profile": profile, "seed": None if seed is None else str(seed),
+                "derandomize": settings.default.derandomize, "maxExamples": settings.default.max_examples,
+                "reproduce": (f"pytest -p laya_qual --hypothesis-profile {profile} --hypothesis-seed {seed}"
+                              if seed is not None else "random seed: rerun with --hypothesis-seed N to fix one"),
+            },
+            "benchmarks": [{"test": r["test"], **r["benchmark"]} for r in sorted(self.records.values(), key=lambda r: r["test"])
+                           if r.get("benchmark", {}).get("measured")],
+            "environment": self.environment,
+            "invocation": invocation,
+            "harness": {"version": laya_qual.__version__, "sha256": harness},
+            "nominations": [s["name"] for s in self.subjects if s["annotations"]["kind"] == "artifact"],
+        }
+        configuration = [
+            *({"name": name, "digest": {"sha256": digest}, "annotations": {"version": laya_qual.__version__}}
+              for name, digest in harness.items()),
+            {"name": "pytest-invocation", "annotations": {
+                k: invocation[k] for k in ("args", "workers", "device", "exitStatus")} | {"hypothesisSeed": details["hypothesis"]["seed"]}},
+        ]
+        return details, configuration
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from laya_qual.signing import write_bundle
+        from laya_qual.claims import CLAIMS
+        from laya_qual.report import build_claims, build_statements
+
+        claims = build_claims(CLAIMS, self._records())
+        details, configuration = self._details(exitstatus)
+        statements = build_statements(self.subjects, claims, details, configuration)
+        write_bundle(self.path, statements, self.key)
+        laya = json.loads(statements[1])["predicate"]
+        self.summary = {"result": laya["result"], "counts": laya["counts"],
+                        "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.summary is None:
+            return
+        tr, s = terminalreporter, self.summary
+        tr.section("laya_qual report")
+        counts = ", ".join(f"{n} {v}" for v, n in s["counts"].items())
+        tr.write_line(f"result {s['result']}: {counts} (claims)", red=s["result"] == "FAILED",
+                      yellow=s["result"] == "WARNED", green=s["result"] == "PASSED", bold=True)
+        for cid in s["failed"]:
+            tr.write_line(f"  failed claim: {cid}", red=True)
+        tr.write_line(f"bundle: {self.path}")
+        if self.key is None:
+            tr.write_line(f"UNSIGNED REPORT: no signing key (--laya-signing-key or ${KEY_ENV}); "
+                          "this bundle will NOT verify and must not be attached to a release",
+                          red=True, bold=True)
+        else:
+            tr.write_line(f"signed: ed25519 keyid {keyid(self.key.public_key())}")

@@ -1,0 +1,127 @@
+"""Human views of a report: a terminal table, release-note markdown, and the claims
+catalogue page. Failures come first, because that is what a reader must see."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from laya_qual.claims import Claim
+from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
+
+_ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
+
+
+def failures_first(claims: list[dict]) -> list[dict]:
+    return sorted(claims, key=lambda c: _ORDER.get(c["verdict"], -1))
+
+
+def evidence_line(claim: dict) -> str:
+    if not claim["evidence"]:
+        return "no test ran"
+    counts = Counter(e["outcome"] for e in claim["evidence"])
+    parts = [f"{n} {outcome}" for outcome, n in sorted(counts.items())]
+    examples = sum(e.get("hypothesis", {}).get("examples", 0) for e in claim["evidence"])
+    if examples:
+        parts.append(f"{examples} Hypothesis examples")
+    measured = sum(bool(e.get("benchmark", {}).get("measured")) for e in claim["evidence"])
+    if measured:
+        parts.append(f"{measured} benchmark(s)")
+    return ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _counts(p: dict) -> str:
+    c = p["counts"]
+    return f"{c[PASSED]} passed, {c[FAILED]} failed, {c[NOT_EVALUATED]} not evaluated of {len(p['claims'])} claims"
+
+
+def _environment(p: dict) -> str:
+    env = p["environment"]
+    gpu = env["gpu"]["name"] if env.get("gpu") else "none"
+    git = env.get("git") or {}
+    commit = f", git {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}" if git else ""
+    return (f"python {env['python']}, torch {env['packages'].get('torch')}, cpu {env['cpu']['model']} "
+            f"({env['cpu']['logical_cores']} cores), gpu {gpu}, device {env['device']}, "
+            f"threads {env['threads']['intra_op']}/{env['threads']['inter_op']}{commit}")
+
+
+def _benchmark_row(b: dict) -> tuple[str, str, str, str]:
+    extra = ", ".join(f"{k}={v}" for k, v in b.get("extraInfo", {}).items())
+    return b["test"], duration(b["median"]), str(b["rounds"]), extra
+
+
+def text(laya: dict, path: str, signature: str) -> str:
+    """Terminal summary; ``signature`` says whether (and with what key) it was verified."""
+    p = laya["predicate"]
+    claims = failures_first(p["claims"])
+    width = max(len(c["id"]) for c in claims)
+    lines = [f"laya-qual report {path}", f"  result    {p['result']}  ({_counts(p)})",
+             f"  signature {signature}",
+             f"  run       {p['invocation']['finishedOn']}; {_environment(p)}",
+             f"  seed      {p['hypothesis']['reproduce']}"]
+    lines += [f"  subject   {s['name']}  sha256:{s['digest']['sha256']}" for s in laya["subject"]]
+    lines += ["", f"  {'CLAIM':<{width}}  {'VERDICT':<13}  EVIDENCE"]
+    lines += [f"  {c['id']:<{width}}  {c['verdict']:<13}  {evidence_line(c)}" for c in claims]
+    if p["benchmarks"]:
+        lines += ["", "  BENCHMARK (median, rounds, extra)"]
+        lines += [f"  {t}  {m}  {r} rounds  {e}".rstrip() for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
+    lines += ["", "  scope: " + p["scope"]["statement"]]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(laya: dict, bundle_name: str) -> str:
+    """Release-note summary: claims table (failures first), scope, subjects, how to verify."""
+    p = laya["predicate"]
+    out = [f"## Qualification report: {p['result']}", "",
+           f"{_counts(p)}. Produced {p['invocation']['finishedOn']} with laya-qual "
+           f"{p['harness']['version']}; {_environment(p)}. Hypothesis: `{p['hypothesis']['reproduce']}`.", "",
+           "| Claim | Verdict | Evidence |", "|---|---|---|"]
+    for c in failures_first(p["claims"]):
+        verdict = f"**{c['verdict']}**" if c["verdict"] != PASSED else c["verdict"]
+        out.append(f"| `{c['id']}` | {verdict} | {_cell(evidence_line(c))} |")
+    failed = [c for c in p["claims"] if c["verdict"] == FAILED]
+    if failed:
+        out += ["", "### Failed claims", ""]
+        for c in failed:
+            tests = ", ".join(f"`{e['test']}` ({e['outcome']})" for e in c["evidence"] if e["outcome"] != "passed")
+            out.append(f"- `{c['id']}`: {_cell(c['statement'])} Failing: {tests}")
+    if p["benchmarks"]:
+        out += ["", "### Benchmarks", "", "| Benchmark | Median | Rounds | Extra |", "|---|---|---|---|"]
+        out += [f"| `{t}` | {m} | {r} | {_cell(e)} |" for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
+    out += ["", "### Scope", "", p["scope"]["statement"], ""]
+    out += [f"- Not qualified: {item}" for item in p["scope"]["notQualified"]]
+    out += ["", "### Subjects", "", "| Subject | sha256 |", "|---|---|"]
+    out += [f"| `{s['name']}` | `{s['digest']['sha256']}` |" for s in laya["subject"]]
+    out += ["", "### How to verify", "", "Offline, with the release's public key:", "", "```",
+            f"laya-qual verify {bundle_name} --public-key RELEASE_KEY.pub [--artifact DIR ...]", "```",
+            "", "The bundle is DSSE (Ed25519) around in-toto Statement v1, so securesystemslib's "
+            "`Envelope.verify` also checks it; see docs/report-format.md.", ""]
+    return "\n".join(out)
+
+
+def claims_markdown(catalogue: Mapping[str, Claim]) -> str:
+    """docs/claims.md, generated (a test keeps the committed file equal to this)."""
+    out = ["# Claims catalogue", "",
+           "Generated from `laya_qual.claims` by `laya-qual claims --markdown`; do not edit by hand.",
+           "", "A report lists every claim below with a verdict: `failed` if any test carrying it "
+           "failed, `passed` if one passed and none failed, `not evaluated` if none ran (or all were "
+           "skipped or unmeasured). A claim is never passed by default.", ""]
+    areas: dict[str, list[Claim]] = {}
+    for claim in catalogue.values():
+        areas.setdefault(claim.area, []).append(claim)
+    for area, claims in areas.items():
+        out += [f"## {area}", "", "| Claim | Statement |", "|---|---|"]
+        out += [f"| `{c.id}` | {_cell(c.statement)} |" for c in claims]
+        out.append("")
+    return "\n".join(out)

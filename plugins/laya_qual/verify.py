@@ -1,0 +1,136 @@
+"""Offline verification of a report bundle: signatures, statement shapes, agreement
+of the two predicates, and (given directories) the artifact subject digests.
+
+Every failure is a VerifyError with a one-line reason; nothing is trusted before the
+signature over it has been checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from laya_qual.report import (LAYA_TYPE, PAYLOAD_TYPE, STATEMENT_TYPE, TEST_RESULT_TYPE,
+                              AgreementError, check_agreement)
+from laya_qual.signing import SigningError, keyid, open_envelope
+from laya_qual.subjects import SubjectError, artifact_digest
+
+
+class VerifyError(Exception):
+    pass
+
+
+@dataclass
+class Verified:
+    test_result: dict
+    laya: dict
+    keyid: str
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate key in {keys}")
+    return dict(pairs)
+
+
+def read_lines(path: Path) -> list[dict]:
+    """The bundle's envelopes, parsed strictly: one compact JSON object per
+    newline-terminated line, no blank lines, no surrounding whitespace."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise VerifyError(f"{path}: cannot read bundle ({e.strerror or e})") from None
+    if not data.endswith(b"\n"):
+        raise VerifyError(f"{path}: last line is not newline-terminated")
+    envelopes = []
+    for number, raw in enumerate(data[:-1].split(b"\n"), 1):
+        try:
+            text = raw.decode("utf-8")
+            if text != text.strip() or not text:
+                raise ValueError("blank line or surrounding whitespace")
+            envelopes.append(json.loads(text, object_pairs_hook=_no_duplicates))
+        except ValueError as e:
+            raise VerifyError(f"{path}: line {number} is not one JSON object ({e})") from None
+    return envelopes
+
+
+def read_statements(path: Path) -> list[tuple[dict, bytes]]:
+    """Statements without checking signatures (for ``show``): (statement, payload)."""
+    out = []
+    for number, env in enumerate(read_lines(path), 1):
+        try:
+            payload = base64.b64decode(env["payload"], validate=True)
+            out.append((json.loads(payload), payload))
+        except (KeyError, TypeError, ValueError) as e:
+            raise VerifyError(f"{path}: line {number} has no readable in-toto statement ({e})") from None
+    return out
+
+
+def _check_statement(stmt: object, where: str) -> dict:
+    if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
+        raise VerifyError(f"{where}: not an in-toto Statement v1")
+    subjects = stmt.get("subject")
+    if not isinstance(subjects, list) or not subjects:
+        raise VerifyError(f"{where}: statement has no subjects")
+    for s in subjects:
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str) \
+                or not isinstance(s.get("digest"), dict) or not s["digest"]:
+            raise VerifyError(f"{where}: subject needs a name and a digest")
+    if not isinstance(stmt.get("predicateType"), str) or not isinstance(stmt.get("predicate"), dict):
+        raise VerifyError(f"{where}: statement needs predicateType and a predicate object")
+    return stmt
+
+
+def verify_bundle(path: Path, public: Ed25519PublicKey, artifacts: list[str] = ()) -> Verified:
+    by_type: dict[str, tuple[dict, bytes]] = {}
+    for number, env in enumerate(read_lines(path), 1):
+        where = f"{path}: line {number}"
+        try:
+            payload_type, payload = open_envelope(env, public)
+        except SigningError as e:
+            raise VerifyError(f"{where}: {e}") from None
+        if payload_type != PAYLOAD_TYPE:
+            raise VerifyError(f"{where}: payloadType {payload_type!r}, expected {PAYLOAD_TYPE!r}")
+        try:
+            stmt = _check_statement(json.loads(payload, object_pairs_hook=_no_duplicates), where)
+        except ValueError as e:
+            raise VerifyError(f"{where}: payload is not JSON ({e})") from None
+        if stmt["predicateType"] in by_type:
+            raise VerifyError(f"{where}: a second {stmt['predicateType']} statement")
+        by_type[stmt["predicateType"]] = (stmt, payload)
+    missing = [t for t in (TEST_RESULT_TYPE, LAYA_TYPE) if t not in by_type]
+    if missing or len(by_type) != 2:
+        raise VerifyError(f"{path}: needs one test-result and one laya-qual statement (missing {missing})")
+    (test_result, _), (laya, laya_payload) = by_type[TEST_RESULT_TYPE], by_type[LAYA_TYPE]
+    try:
+        check_agreement(test_result, laya, laya_payload)
+    except (AgreementError, AttributeError, KeyError, TypeError) as e:
+        raise VerifyError(f"{path}: statements disagree: {e}") from None
+    for directory in artifacts:
+        check_artifact(laya, directory)
+    return Verified(test_result, laya, keyid(public))
+
+
+def check_artifact(laya: dict, directory: str) -> None:
+    """The recomputed digest of ``directory`` must be one of the report's subjects."""
+    try:
+        digest, per_file = artifact_digest(Path(directory))
+    except (SubjectError, OSError) as e:
+        raise VerifyError(f"artifact {directory}: {e}") from None
+    subjects = [s for s in laya["subject"] if s.get("annotations", {}).get("kind") == "artifact"]
+    if any(s["digest"].get("sha256") == digest for s in subjects):
+        return
+    name = f"artifact/{Path(directory).resolve().name}"
+    for s in subjects:
+        if s["name"] == name:
+            recorded = s.get("annotations", {}).get("files", {})
+            changed = sorted(set(recorded.items()) ^ set(per_file.items()))
+            detail = f" (first differing file: {changed[0][0]})" if changed else ""
+            raise VerifyError(f"artifact {directory}: sha256 {digest[:16]}... differs from subject "
+                              f"{name} {s['digest'].get('sha256', '')[:16]}...{detail}")
+    raise VerifyError(f"artifact {directory}: sha256 {digest[:16]}... is not a subject of this report")
