@@ -14,6 +14,7 @@ from laya.artifact import BASE_ROLES, ArtifactFiles
 from laya.config import parse_encoder_config, parse_sequence_format, parse_special_tokens
 from laya.encoder import CheckFn, Encoder, encoder_parameter_shapes
 from laya.errors import ArtifactError, RequestError
+from laya.gate import Gate
 from laya.rendering import Rendered, render, token_types
 from laya.request import Request
 from laya.weights import FrozenWeights, load_tensors
@@ -35,6 +36,7 @@ class VerifiedBase:
 
     def __init__(self, files: ArtifactFiles, options: BaseOptions | None = None):
         self.options = options or BaseOptions()
+        self.gate = Gate()  # every forward on this base, standalone or shared, passes here
         self.pins: dict[str, str] = {role: files[role].sha256 for role in BASE_ROLES}
         self.source = str(files.directory)
         self.config = parse_encoder_config(files["encoder_config"])
@@ -62,20 +64,39 @@ class VerifiedBase:
     def hidden_size(self) -> int:
         return self.config.hidden_size
 
+    def check_unmodified(self) -> None:
+        """Raise if anyone wrote to the frozen encoder weights in place since loading."""
+        self._weights.check_unmodified()
+
     def render(self, request: Request) -> Rendered:
         return render(request, self.tokenizer, self.special, self.sequence_format)
 
     def encode(self, token_ids: Sequence[int], *, check: CheckFn | None = None) -> torch.Tensor:
         """Final float32 encoder states, [len(token_ids), hidden], for one unpadded sequence."""
-        ids = self._checked_ids(token_ids)
-        self._weights.check_unmodified()
-        device = self.options.device
+        ids, types = self._inputs(token_ids)
         with torch.inference_mode():
-            return self._weights.module(
-                torch.tensor(ids, dtype=torch.long, device=device),
-                torch.tensor(token_types(ids, self.special, self.sequence_format), dtype=torch.long, device=device),
-                check,
-            )
+            return self._weights.module(ids, types, check)
+
+    def encode_layers(self, token_ids: Sequence[int]) -> list[torch.Tensor]:
+        """Instrumented pass: the embedding output and every layer's output, for inspection."""
+        ids, types = self._inputs(token_ids)
+        encoder = self._weights.module
+        with torch.inference_mode():
+            x = encoder.embeddings(ids, types)
+            captured = [x]
+            for layer in encoder.encoder.layer:
+                x = layer(x)
+                captured.append(x)
+        return captured
+
+    def _inputs(self, token_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validated ids and their token types as device tensors; refuses edited weights."""
+        ids = self._checked_ids(token_ids)
+        self.check_unmodified()
+        types = token_types(ids, self.special, self.sequence_format)
+        device = self.options.device
+        return (torch.tensor(ids, dtype=torch.long, device=device),
+                torch.tensor(types, dtype=torch.long, device=device))
 
     def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:
         ids = list(token_ids)

@@ -19,6 +19,7 @@ from laya.config import HeadConfig, TaskInfo, parse_encoder_config, parse_head_c
 from laya.encoder import CheckFn
 from laya.errors import ArtifactError, BudgetExceeded, Cancelled, PinMismatch, RequestError
 from laya.heads import HeadModule, calibrated, head_parameter_specs
+from laya.rendering import Rendered
 from laya.request import Prediction, Request
 from laya.weights import FrozenWeights, load_tensors
 
@@ -66,10 +67,15 @@ class Head:
         return self.config.kind
 
     def predict(self, request: Request, *, cancel: CancelToken | None = None) -> Prediction:
-        return self.run(request, cancel=cancel, encode=self.base.encode)
+        """Validate, render, encode and score ``request`` under the base's gate."""
+        check = cancel_check(cancel)
+        task, rendered = self.prepare(request)
+        with self.base.gate.hold(check):
+            states = self.base.encode(rendered.token_ids, check=check)
+            return self.finish(states, rendered, task, check)
 
-    def run(self, request: Request, *, cancel: CancelToken | None, encode, adapter_id: str | None = None) -> Prediction:
-        """Validate, render, encode (through ``encode``, which may be cached) and score."""
+    def prepare(self, request: Request) -> tuple[TaskInfo, Rendered]:
+        """Typed validation, task lookup, rendering and this head's budgets; no compute."""
         if not isinstance(request, Request):
             raise RequestError(f"expected a laya.Request, got {type(request).__name__}")
         task = self.config.tasks.get(request.task)
@@ -82,8 +88,11 @@ class Head:
         if len(rendered.token_ids) > self.config.sequence_budget:
             raise BudgetExceeded(f"renders to {len(rendered.token_ids)} tokens, the head's sequence budget is "
                                  f"{self.config.sequence_budget}", field="sequence")
-        check = cancel_check(cancel)
-        states = encode(rendered.token_ids, check=check)
+        return task, rendered
+
+    def finish(self, states: torch.Tensor, rendered: Rendered, task: TaskInfo, check: CheckFn | None,
+               adapter_id: str | None = None) -> Prediction:
+        """Score the options from final encoder states and apply the task's calibration."""
         self._weights.check_unmodified()
         with torch.inference_mode():
             scores = self._weights.module.scores(states, rendered, task, check)

@@ -17,7 +17,7 @@ import torch
 from laya.errors import FeaturePacketError
 
 from .digests import canonical_json, json_digest, sha256
-from .packets import expected_binding, read_manifest, read_packet
+from .packets import expected_binding, read_packet
 from .parent import HEAD_NAMES, read_parent
 from .prefix import full_prefix
 from .workspace import Workspace, read_tokenizer_digest
@@ -26,12 +26,19 @@ CERT_FILE = "certificate.json"
 FORMAT = "laya-feature-certificate-v1"
 
 
-def audit(rank: int, ws: Workspace, index: int) -> str:
-    """Recompute microbatch `index` on the independent single-process path; certify or refuse."""
-    directory = ws.packet(index)
+def audit(rank: int, ws: Workspace, indices) -> dict[int, str]:
+    """Recompute each microbatch's prefix on the independent single-process path; certify or refuse.
+
+    Returns {microbatch index: certificate digest}.
+    """
     cfg, state, parent_digest = read_parent(ws.parent_file)
     if parent_digest != ws.parent_digest:
         raise FeaturePacketError("the parent file is not the committed parent", field="parent", file=str(ws.parent_file))
+    return {i: _certify(ws, i, cfg, state, parent_digest) for i in indices}
+
+
+def _certify(ws: Workspace, index: int, cfg, state: dict, parent_digest: str) -> str:
+    directory = ws.packet(index)
     mb = ws.microbatches[index]
     expected = expected_binding(ws, mb, tokenizer_digest=read_tokenizer_digest(ws.tokenizer_file),
                                 head_state={k: state[k] for k in HEAD_NAMES})
@@ -62,7 +69,3 @@ def check_certificate(directory: Path, binding: dict, input_digest: str) -> str:
         raise FeaturePacketError(f"certificate does not match this packet: {wrong or ['format']}",
                                  field="certificate", file=str(path))
     return sha256(data)
-
-
-def packet_binding(directory: Path) -> dict:
-    return read_manifest(directory)["binding"]

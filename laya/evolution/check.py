@@ -26,21 +26,18 @@ class ArmsResult:
 
 
 def run_arms(group: Group, ws: Workspace, *, certify: bool = True, learner_group: Group | None = None,
-             snapshots: bool = True) -> ArmsResult:
+             snapshots: bool = True, timeout_s: float | None = None) -> ArmsResult:
     """Produce packets (distributed), audit them, run the kernel and the learner, compare.
 
     The learner runs on learner_group's only rank when given (a fresh process for
     clean memory figures), else on the group's learner rank, alone.
     """
-    production = group.run(produce, ws)
-    certificates = {}
-    if certify:
-        for i in sorted(set(ws.exp.schedule())):
-            certificates[i] = group.run(audit, ws, i, ranks=[0])[0]
-    kernel = group.run(run_kernel, ws, snapshots=snapshots)
-    if learner_group is not None:
-        learner = learner_group.run(learn, ws, require_certificate=certify, snapshots=snapshots, ranks=[0])[0]
-    else:
-        learner = group.run(learn, ws, require_certificate=certify, snapshots=snapshots, ranks=[LEARNER])[0]
+    production = group.run(produce, ws, timeout_s=timeout_s)
+    indices = sorted(set(ws.exp.schedule()))
+    certificates = group.run(audit, ws, indices, ranks=[0], timeout_s=timeout_s)[0] if certify else {}
+    kernel = group.run(run_kernel, ws, snapshots=snapshots, timeout_s=timeout_s)
+    where, rank = (learner_group, 0) if learner_group is not None else (group, LEARNER)
+    learner = where.run(learn, ws, require_certificate=certify, snapshots=snapshots, ranks=[rank],
+                        timeout_s=timeout_s)[0]
     rows = compare(kernel[LEARNER]["records"], learner["records"]) if snapshots else []
     return ArmsResult(production, kernel, learner, certificates, rows)

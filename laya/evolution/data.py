@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from .digests import json_digest, sha256, tensor_digest
+from .digests import json_digest, tensor_digest
 
 PAD, UNK = "[PAD]", "[UNK]"
 IGNORE = -100
@@ -27,10 +27,6 @@ def make_tokenizer(vocab: int, *, lowercase: bool = False) -> Tokenizer:
     if lowercase:
         tok.normalizer = normalizers.Lowercase()
     return tok
-
-
-def tokenizer_digest(tok: Tokenizer) -> str:
-    return sha256(tok.to_str().encode())
 
 
 def make_texts(vocab: int, count: int, max_words: int, seed: int) -> list[str]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import torch
 
-DTYPE = torch.float32
-
 
 def pin_threads() -> None:
     """One intra-op and one inter-op thread; call first thing in every process."""

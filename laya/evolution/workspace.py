@@ -13,7 +13,7 @@ from pathlib import Path
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from .data import Microbatch, consecutive_groups, make_microbatches, make_texts, make_tokenizer, tokenizer_digest
+from .data import Microbatch, consecutive_groups, make_microbatches, make_texts, make_tokenizer
 from .digests import sha256
 from .layouts import Layout, init_tail
 from .parent import HEAD_NAMES, CONFIGS, ParentConfig, init_parent, write_parent

@@ -60,7 +60,127 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "Probabilities are softmax(scores / temperature) and the decision is `act` exactly "
           "when the top probability reaches act_threshold and the runner-up stays below "
           "escalate_threshold."),
+    # --- shared base, adapters, cache, gate ----------------------------------------
+    Claim("shared.parity.float32",
+          "A float32 head predicts bitwise the same probabilities (torch.equal) standalone and "
+          "through open_adapters on a shared base, with the cache off, cold and warm."),
+    Claim("shared.parity.int8",
+          "An int8 head predicts bitwise the same probabilities standalone and shared, with the "
+          "cache off, cold and warm."),
+    Claim("shared.parity.transformer",
+          "A transformer head (with its own layers) predicts bitwise the same probabilities "
+          "standalone and shared, with the cache off, cold and warm."),
+    Claim("pins.refuse.encoder_config",
+          "A head whose encoder config differs from the base's (same dimensions) is refused with "
+          "PinMismatch naming pin encoder_config."),
+    Claim("pins.refuse.encoder_weights",
+          "A head whose encoder weights differ in any value (same shapes) is refused with "
+          "PinMismatch naming pin encoder_weights."),
+    Claim("pins.refuse.tokenizer",
+          "A head whose tokenizer differs (same vocabulary size) is refused with PinMismatch "
+          "naming pin tokenizer."),
+    Claim("pins.refuse.special_tokens",
+          "A head whose special-token ids differ is refused with PinMismatch naming pin special_tokens."),
+    Claim("pins.refuse.sequence_format",
+          "A head whose sequence format differs is refused with PinMismatch naming pin sequence_format."),
+    Claim("pins.refuse.depth",
+          "A head whose encoder depth differs is refused with PinMismatch naming pin depth."),
+    Claim("adapter.refuse.shared",
+          "A non-null `adapter` payload is refused with UnsupportedAdapter by load_artifact_base "
+          "and load_artifact_with_base."),
+    Claim("adapters.explicit",
+          "Adapters.predict serves only an explicit, opened adapter id (UnknownAdapter otherwise), "
+          "and the opened map cannot be changed."),
+    Claim("calibration.private",
+          "Changing one head's temperature or thresholds changes no other head's output, even "
+          "for a same-named task."),
+    Claim("weights.immutable",
+          "An in-place write to loaded base or head weights is detected: the next prediction "
+          "raises LayaError instead of serving edited weights."),
+    Claim("cache.keys.exact",
+          "Encoder-state cache entries are keyed by every token id in order: sequences differing "
+          "in one token never share an entry, and a prefix never hits."),
+    Claim("cache.eviction",
+          "Cache bytes never exceed the budget, eviction follows LRU order, an entry larger than "
+          "the budget is skipped, and hits/misses/evictions/entries/bytes stay consistent."),
+    Claim("cache.copies",
+          "The cache stores and returns copies: mutating an inserted or returned tensor changes "
+          "nothing cached."),
+    Claim("cache.bypass",
+          "Instrumented (capture) passes neither read nor write the cache."),
+    Claim("gate.cancel.no-poison",
+          "A cancel before, during (between layers) or after a forward raises Cancelled or "
+          "returns the full result; a cancelled forward publishes nothing to the cache."),
+    Claim("gate.concurrency",
+          "Concurrent requests with random cancels never deadlock, equal a serial run, and leave "
+          "cache stats consistent."),
+    Claim("jsonl.selectors",
+          "`laya predict` JSONL: each line names its adapter; a bad line (bad JSON, non-UTF-8, "
+          "unknown adapter, bad fields, over budget) yields an error object with its line number; "
+          "output order is input order; no line is lost."),
     # --- learner: laya.evolution (section owned by the evolution work) --------------
+    Claim("learner.exact.appended",
+          "Appended layout: over 8 Adam updates every loss, gradient norm, parameter and Adam state "
+          "(step, exp_avg, exp_avg_sq) of the feature learner, trained from feature packets saved and "
+          "reloaded, is bitwise equal (torch.equal) to the 3-process gloo distributed incremental "
+          "kernel's; Hypothesis varies seeds, widths, depths, cut and owner-split points, padding and "
+          "microbatch sizes."),
+    Claim("learner.exact.fixed-tail",
+          "Fixed-size tail control (last two blocks retrained, retention to the original blocks' "
+          "output): the same bitwise equality of every loss, gradient norm, parameter and Adam state "
+          "over 8 updates, with both the feature and the reference stream saved and reloaded."),
+    Claim("learner.rejects.parent",
+          "A feature packet offered to a learner whose committed parent digest differs is refused "
+          "with FeaturePacketError naming field `parent`."),
+    Claim("learner.rejects.tokenizer",
+          "A packet offered with a different tokenizer (even one giving the same ids) is refused "
+          "naming field `tokenizer`."),
+    Claim("learner.rejects.token-ids",
+          "A packet offered for a microbatch with one different real token id is refused naming "
+          "field `token_ids`."),
+    Claim("learner.rejects.padding",
+          "A packet offered for a microbatch with one different padding token is refused naming "
+          "field `padding`."),
+    Claim("learner.rejects.numeric-profile",
+          "A packet produced under a different numeric profile (threads, dtype, torch version) "
+          "is refused naming field `numeric_profile`."),
+    Claim("learner.rejects.cut-layer",
+          "A packet offered to a learner that cuts the parent at a different layer is refused "
+          "naming field `cut_layer`."),
+    Claim("learner.rejects.layout",
+          "A packet offered to a learner with a different layout (tail shape) is refused naming "
+          "field `layout`."),
+    Claim("learner.rejects.labels",
+          "A packet offered with shifted labels is refused naming field `labels`."),
+    Claim("learner.rejects.objective-weights",
+          "A packet offered with a different retention weight or token weights is refused naming "
+          "field `objective_weights`."),
+    Claim("learner.rejects.head-state",
+          "A packet offered to a learner whose read-only output-head replica differs in one value "
+          "is refused naming field `head_state`."),
+    Claim("learner.rejects.features",
+          "A packet whose feature bytes no longer hash to the bound digest (one byte flipped) is "
+          "refused naming field `features`."),
+    Claim("learner.regroup",
+          "Regrouping or reordering the same examples into different microbatches yields packets "
+          "with different bindings, and a packet is refused (field `token_ids`) for any microbatch "
+          "but the exact one it was produced for."),
+    Claim("learner.smaller",
+          "The learner's trainable tail plus read-only head holds fewer parameter bytes than the "
+          "whole parent, for both layouts and every named configuration; both sizes are reported "
+          "and a learner that is not smaller is refused."),
+    Claim("learner.certify.parent",
+          "The single-process audit certifies packets the committed parent produced, and refuses "
+          "(field `features`) a packet whose features came from a different parent although its "
+          "manifest claims the committed parent's digest."),
+    Claim("learner.certify.binding",
+          "A learner that requires certification refuses an uncertified packet or one whose "
+          "certificate belongs to another packet (field `certificate`), and every update record "
+          "carries the digest of the certificate it trained on."),
+    Claim("learner.group.bounded",
+          "When a rank of the 3-process group dies mid-job, or a job outlives its timeout, the "
+          "caller gets DistributedError naming the rank(s) within bounded time and every process "
+          "of the group is stopped."),
     # --- report: signed qualification report (section owned by the report work) -----
     Claim("report.verdicts",
           "Every catalogued claim appears in the report: `failed` if any of its tests failed, "

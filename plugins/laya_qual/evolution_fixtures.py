@@ -1,1 +1,55 @@
-"""Fixtures for the laya.evolution claims (filled by the evolution work)."""
+"""Fixtures for the laya.evolution claims: one 3-process gloo group per session.
+
+Starting the group (three torch imports and a rendezvous) costs seconds, so every
+test and every Hypothesis example reuses it; a job that kills it (dead rank,
+timeout) makes the next job start a fresh one. Packets for the refusal and
+certification claims are produced once per session and copied before tampering.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def evolution_group():
+    from laya.evolution.group import Group
+
+    group = Group(3, timeout_s=120.0)
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+class EvolutionWorkspaces:
+    """Prepared workspaces under one session directory, packets produced on request."""
+
+    def __init__(self, root: Path, group):
+        self.root, self.group = root, group
+        self._produced: dict[str, object] = {}
+
+    def fresh(self, exp, **kwargs):
+        from laya.evolution.workspace import prepare
+
+        return prepare(exp, Path(tempfile.mkdtemp(dir=self.root)), **kwargs)
+
+    def produced(self, layout: str):
+        """A tiny-config workspace of the given layout whose packets exist (cached per session)."""
+        if layout not in self._produced:
+            from laya.evolution.kernel import produce
+            from laya.evolution.layouts import Layout
+            from laya.evolution.workspace import Experiment
+
+            ws = self.fresh(Experiment(layout=Layout(layout)))
+            self.group.run(produce, ws)
+            self._produced[layout] = ws
+        return self._produced[layout]
+
+
+@pytest.fixture(scope="session")
+def evolution_workspaces(tmp_path_factory, evolution_group) -> EvolutionWorkspaces:
+    return EvolutionWorkspaces(tmp_path_factory.mktemp("laya-evolution"), evolution_group)

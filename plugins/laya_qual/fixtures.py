@@ -85,3 +85,10 @@ def qualified_artifact(request: pytest.FixtureRequest, artifact_factory: Artifac
 @pytest.fixture(scope="session")
 def qualified_model(qualified_artifact: Path, load_model: Callable[[Path], laya.Model]) -> laya.Model:
     return load_model(qualified_artifact)
+
+
+@pytest.fixture(scope="session")
+def qualified_base_dir(request: pytest.FixtureRequest) -> Path | None:
+    """`--laya-base DIR` if given: the base the qualified artifacts must share."""
+    base = request.config.getoption("laya_base")
+    return Path(base).resolve() if base else None

@@ -40,6 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the qualification report bundle here (*.intoto.jsonl)")
     group.addoption("--laya-device", default="cpu", choices=("cpu", "cuda"),
                     help="device the runtime and benchmark claims run on (default: cpu)")
+    group.addoption("--laya-threads", default=1, type=int, metavar="N",
+                    help="torch intra-op threads per test process (default 1: xdist workers "
+                         "share the cores, and exactness claims require one thread)")
     group.addoption("--laya-qualify", action="store_true", default=False,
                     help="collect the installed qualification suite (laya_qual.suite) "
                          "instead of the current project's tests")
@@ -59,9 +62,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "claim(id, ...): ties a test to catalogued laya_qual claim ids; its outcome is evidence for them",
     )
-    if config.getoption("laya_device") == "cuda":
-        import torch
+    import torch
 
+    torch.set_num_threads(max(1, config.getoption("laya_threads")))
+    if config.getoption("laya_device") == "cuda":
         if not torch.cuda.is_available():
             raise pytest.UsageError("--laya-device cuda: torch sees no CUDA device on this machine")
 
@@ -91,7 +95,7 @@ def _is_suite_test(item: pytest.Item) -> bool:
     import laya_qual.suite
 
     suite_dir = Path(laya_qual.suite.__file__).resolve().parent
-    return suite_dir in Path(str(item.path)).resolve().parents or "qualification" in Path(str(item.path)).parts
+    return suite_dir in Path(str(item.path)).resolve().parents
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

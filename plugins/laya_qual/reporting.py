@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from laya_qual.plugin import CLAIM_PROPERTY
+from laya_qual.report import VERDICTS
 from laya_qual.signing import KEY_ENV, SigningError, keyid, load_private_key
 
 HYPOTHESIS_PROPERTY = "laya_hypothesis"
+_LOCAL = {}
 BENCHMARK_PROPERTY = "laya_benchmark"
 _HYPOTHESIS_STATS = pytest.StashKey[dict]()
 # Later in this list wins when a test's phases disagree (setup skipped, teardown error, ...).
@@ -107,7 +109,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     stats = item.stash.get(_HYPOTHESIS_STATS, None)
     if stats is not None:
-        report.user_properties.append((HYPOTHESIS_PROPERTY, {**stats, **_reproduction(item)}))
+        _LOCAL[item.nodeid] = {**stats, **_reproduction(item)}
     bench = _benchmark(item)
     if bench is not None:
         report.user_properties.append((BENCHMARK_PROPERTY, bench))
@@ -131,8 +133,7 @@ class Assembler:
     """Collects plain per-test records on the controller and writes the bundle."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from laya_qual import environment
-        from laya_qual.subjects import SubjectError, package_dir, subjects
+        from laya_qual.subjects import SubjectError, subjects
 
         self.config = config
         self.records: dict[str, dict] = {}
@@ -146,8 +147,15 @@ class Assembler:
             self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
         except (SigningError, SubjectError) as e:
             raise pytest.UsageError(f"laya_qual report: {e}") from None
-        self.environment = environment.collect(config.getoption("laya_device"), package_dir("laya"))
+        self.environment: dict = {}
         self.summary: dict | None = None
+
+    def pytest_sessionstart(self) -> None:
+        """After every plugin's configure (thread settings included), before any test."""
+        from laya_qual import environment
+        from laya_qual.subjects import package_dir
+
+        self.environment = environment.collect(self.config.getoption("laya_device"), package_dir("laya"))
 
     def pytest_report_header(self) -> str:
         if self.key is None:
@@ -168,6 +176,8 @@ class Assembler:
         outcome = _phase_outcome(report)
         if _PRECEDENCE.index(outcome) > _PRECEDENCE.index(record["outcome"]):
             record["outcome"] = outcome
+        if report.nodeid in _LOCAL:
+            record["hypothesis"] = _LOCAL[report.nodeid]
         for key, name in ((HYPOTHESIS_PROPERTY, "hypothesis"), (BENCHMARK_PROPERTY, "benchmark")):
             if key in props:
                 record[name] = props[key]
@@ -238,7 +248,7 @@ class Assembler:
             return
         tr, s = terminalreporter, self.summary
         tr.section("laya_qual report")
-        counts = ", ".join(f"{n} {v}" for v, n in s["counts"].items())
+        counts = ", ".join(f"{s['counts'][v]} {v}" for v in VERDICTS)
         tr.write_line(f"result {s['result']}: {counts} (claims)", red=s["result"] == "FAILED",
                       yellow=s["result"] == "WARNED", green=s["result"] == "PASSED", bold=True)
         for cid in s["failed"]:

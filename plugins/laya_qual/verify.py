@@ -38,13 +38,16 @@ def _no_duplicates(pairs):
     return dict(pairs)
 
 
-def read_lines(path: Path) -> list[dict]:
-    """The bundle's envelopes, parsed strictly: one compact JSON object per
-    newline-terminated line, no blank lines, no surrounding whitespace."""
+def read_bundle(path: Path) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as e:
         raise VerifyError(f"{path}: cannot read bundle ({e.strerror or e})") from None
+
+
+def parse_lines(data: bytes, path: Path | str) -> list[dict]:
+    """The bundle's envelopes, parsed strictly: one JSON object per newline-terminated
+    line, no blank lines, no surrounding whitespace."""
     if not data.endswith(b"\n"):
         raise VerifyError(f"{path}: last line is not newline-terminated")
     envelopes = []
@@ -62,7 +65,7 @@ def read_lines(path: Path) -> list[dict]:
 def read_statements(path: Path) -> list[tuple[dict, bytes]]:
     """Statements without checking signatures (for ``show``): (statement, payload)."""
     out = []
-    for number, env in enumerate(read_lines(path), 1):
+    for number, env in enumerate(parse_lines(read_bundle(path), path), 1):
         try:
             payload = base64.b64decode(env["payload"], validate=True)
             out.append((json.loads(payload), payload))
@@ -87,8 +90,13 @@ def _check_statement(stmt: object, where: str) -> dict:
 
 
 def verify_bundle(path: Path, public: Ed25519PublicKey, artifacts: list[str] = ()) -> Verified:
+    return verify_bytes(read_bundle(path), public, artifacts, path)
+
+
+def verify_bytes(data: bytes, public: Ed25519PublicKey, artifacts: list[str] = (),
+                 path: Path | str = "bundle") -> Verified:
     by_type: dict[str, tuple[dict, bytes]] = {}
-    for number, env in enumerate(read_lines(path), 1):
+    for number, env in enumerate(parse_lines(data, path), 1):
         where = f"{path}: line {number}"
         try:
             payload_type, payload = open_envelope(env, public)

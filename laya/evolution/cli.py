@@ -1,0 +1,100 @@
+"""`laya evolve`: run both arms and compare them (check), or print storage accounting (plan)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from .accounting import SEED_STREAM_GB, flop_model, projection
+from .layouts import LAYOUTS, Layout
+from .parent import CONFIGS
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+@click.group("evolve")
+def evolve() -> None:
+    """Frozen-feature learner: compare with the distributed kernel, account for storage."""
+
+
+@evolve.command()
+@click.option("--layout", type=click.Choice(LAYOUTS), required=True)
+@click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="tiny", show_default=True)
+@click.option("--updates", type=int, default=8, show_default=True)
+@click.option("--microbatch", type=int, default=2, show_default=True, help="rows per microbatch")
+@click.option("--microbatches", type=int, default=4, show_default=True, help="distinct microbatches, cycled")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, json_path: Path | None) -> None:
+    """Run the distributed kernel and the feature learner; exit 1 on any bitwise difference."""
+    from .check import run_arms
+    from .group import Group
+    from .kernel import LEARNER
+    from .workspace import Experiment, prepare
+
+    exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
+                     microbatch=microbatch, microbatches=microbatches)
+    with tempfile.TemporaryDirectory(prefix="laya-evolve-") as root, Group(3, timeout_s=1800) as group:
+        result = run_arms(group, prepare(exp, Path(root)), timeout_s=1800)
+    click.echo(f"{'update':>6} {'mb':>3} {'kernel loss':>14} {'learner loss':>14} "
+               f"{'kernel |g|':>14} {'learner |g|':>14}  equal")
+    for r in result.rows:
+        click.echo(f"{r['update']:>6} {r['microbatch']:>3} {r['kernel_loss']:>14.9g} {r['learner_loss']:>14.9g} "
+                   f"{r['kernel_grad_norm']:>14.9g} {r['learner_grad_norm']:>14.9g}  "
+                   f"{'yes' if r['equal'] else 'NO: ' + ', '.join(r['differences'][:3])}")
+    kernel = result.kernel[LEARNER]["update_seconds"]
+    local = result.learner["update_seconds"]
+    figures = {
+        "config": config_name, "layout": layout, "updates": updates, "equal": result.equal,
+        "production_seconds": result.production[LEARNER]["seconds"],
+        "kernel_update_seconds": sum(kernel) / len(kernel), "learner_update_seconds": sum(local) / len(local),
+        "kernel_bytes_sent": sum(r["bytes_sent"] for r in result.kernel),
+        "production_bytes_sent": sum(r["bytes_sent"] for r in result.production),
+        "learner_bytes": result.learner["learner_bytes"], "parent_bytes": result.learner["parent_bytes"],
+        "flop_model": flop_model(exp.config, exp.layout), "rows": result.rows,
+    }
+    figures["speedup"] = figures["kernel_update_seconds"] / figures["learner_update_seconds"]
+    click.echo(f"feature production: {figures['production_seconds']:.3f} s "
+               f"({figures['production_bytes_sent']} bytes sent)")
+    click.echo(f"distributed update: {figures['kernel_update_seconds'] * 1e3:.2f} ms "
+               f"({figures['kernel_bytes_sent']} bytes sent over {updates} updates)")
+    click.echo(f"local update:       {figures['learner_update_seconds'] * 1e3:.2f} ms")
+    click.echo(f"learner {figures['learner_bytes']} bytes < parent {figures['parent_bytes']} bytes")
+    click.echo(f"FLOP-model limit: {figures['flop_model']['limit']:.2f}x")
+    click.echo(f"speedup: {figures['speedup']:.2f}x")
+    if json_path is not None:
+        json_path.write_text(json.dumps(figures, indent=2))
+    if not result.equal:
+        click.echo("MISMATCH: kernel and learner are not bitwise equal", err=True)
+        sys.exit(1)
+
+
+@evolve.command()
+@click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="parent-1.7b", show_default=True)
+@click.option("--batches", type=int, default=128, show_default=True)
+@click.option("--microbatch", type=int, default=8, show_default=True, help="rows per batch")
+def plan(config_name: str, batches: int, microbatch: int) -> None:
+    """Storage for feature packets over a schedule: per packet, per stream, in total."""
+    config = CONFIGS[config_name]
+    for name in LAYOUTS:
+        p = projection(config, Layout(name), batches=batches, microbatch=microbatch)
+        click.echo(f"{name}: {len(p['streams'])} stream(s) {'+'.join(p['streams'])}; per packet "
+                   f"{p['packet_stream_bytes']} bytes/stream, {p['packet_bytes']} bytes")
+        click.echo(f"  {batches} batches x {microbatch} x {config.seq_len} x {config.width} x 4 = "
+                   f"{_gb(p['stream_bytes'])} per stream; total {_gb(p['total_bytes'])} before metadata; "
+                   f"read-only head replica {_gb(p['head_replica_bytes'])}")
+    if config_name == "parent-1.7b" and batches == 128:
+        ours = projection(config, Layout("appended"), batches=batches, microbatch=microbatch)["stream_bytes"]
+        positions = SEED_STREAM_GB * 1e9 / (batches * config.width * 4)
+        click.echo(f"seed: one FP32 stream for the 128-batch schedule occupies {SEED_STREAM_GB} GB; "
+                   f"this projection: {_gb(ours)} ({microbatch} x {config.seq_len} positions per batch); "
+                   f"the seed's figure corresponds to {positions:.0f} positions per batch at width {config.width}")
+
+
+if __name__ == "__main__":
+    evolve()

@@ -1,0 +1,118 @@
+"""Gate claims: cancellation at every stage publishes nothing; concurrency equals serial."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import laya
+from laya.errors import Cancelled
+from laya_qual.synth import requests_for
+
+JOIN_SECONDS = 60
+
+
+class CancelAfter:
+    """A cancel token that fires on its n-th check: cancels at a chosen point of a forward."""
+
+    def __init__(self, checks: int):
+        self.remaining = checks
+        self.checked = 0
+
+    def is_set(self) -> bool:
+        self.checked += 1
+        self.remaining -= 1
+        return self.remaining < 0
+
+
+def checks_in_a_forward(adapters, request) -> int:
+    counter = CancelAfter(10**9)
+    adapters.predict("h", request, cancel=counter)
+    return counter.checked
+
+
+@pytest.mark.claim("gate.cancel.no-poison")
+@given(data=st.data())
+def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_model, data):
+    request = data.draw(requests_for(qualified_model))
+    probe = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact)
+    total = checks_in_a_forward(probe, request)  # gate entry, each encoder/head layer, the end
+    assert total >= 2 + qualified_model.base.depth
+    adapters = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact, cache_bytes=1 << 24)
+    fire_at = data.draw(st.integers(0, total - 1))
+    with pytest.raises(Cancelled):
+        adapters.predict("h", request, cancel=CancelAfter(fire_at))
+    assert adapters.cache_stats().entries == 0
+    after = adapters.predict("h", request, cancel=threading.Event())  # never set: completes
+    expected = qualified_model.predict(request)
+    assert torch.equal(torch.tensor(after.probabilities), torch.tensor(expected.probabilities))
+    done = threading.Event()
+    done.set()  # cancelling after the forward returned changes nothing
+    assert adapters.cache_stats().entries == 1
+    with pytest.raises(Cancelled):
+        adapters.predict("h", request, cancel=done)  # set before: refused at the gate, even on a hit
+    assert adapters.cache_stats().hits == 0
+
+
+@pytest.mark.claim("gate.cancel.no-poison")
+def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
+    from hypothesis import find
+
+    adapters = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact, cache_bytes=1 << 24)
+    request = find(requests_for(qualified_model), lambda r: True)
+    cancel, outcome = threading.Event(), []
+
+    def waiter():
+        try:
+            adapters.predict("h", request, cancel=cancel)
+        except Cancelled:
+            outcome.append("cancelled")
+
+    with adapters.base.gate.hold():
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        cancel.set()
+        thread.join(JOIN_SECONDS)
+        assert not thread.is_alive(), "a cancelled waiter stayed blocked behind the gate"
+    assert outcome == ["cancelled"]
+    assert adapters.cache_stats() == laya.CacheStats(0, 0, 0, 0, 0)
+
+
+@pytest.mark.claim("gate.concurrency")
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_concurrent_requests_with_random_cancels(qualified_artifact, qualified_model, seed, data):
+    requests = [data.draw(requests_for(qualified_model)) for _ in range(4)]
+    serial = {i: qualified_model.predict(r).probabilities for i, r in enumerate(requests)}
+    adapters = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact, cache_bytes=1 << 24)
+    rng = random.Random(seed)
+    jobs = [(i % len(requests), rng.random() < 0.4, rng.randint(0, 6)) for i in range(12)]
+    results: dict[int, object] = {}
+
+    def run(job_id: int, index: int, cancels: bool, after: int) -> None:
+        token = CancelAfter(after) if cancels else None
+        try:
+            results[job_id] = adapters.predict("h", requests[index], cancel=token).probabilities
+        except Cancelled:
+            results[job_id] = "cancelled"
+
+    threads = [threading.Thread(target=run, args=(j, *job)) for j, job in enumerate(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_SECONDS)
+    assert not any(t.is_alive() for t in threads), "deadlock: threads still running"
+    for job_id, (index, cancels, _) in enumerate(jobs):
+        if results[job_id] != "cancelled":
+            assert results[job_id] == serial[index]
+        else:
+            assert cancels
+    stats = adapters.cache_stats()
+    assert stats.entries <= len(requests) and stats.evictions == 0
+    assert stats.hits + stats.misses <= len(jobs)
+    for index, request in enumerate(requests):  # nothing poisoned: a serial pass over the cache agrees
+        assert adapters.predict("h", request).probabilities == serial[index]

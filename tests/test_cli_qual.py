@@ -1,0 +1,154 @@
+"""The laya-qual command line: keygen, verify, show, claims, run; bad input ends in
+one line, never a traceback."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from laya_qual.claims import CLAIMS
+from laya_qual.cli import main
+from laya_qual.summary import claims_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = """
+import pytest
+from hypothesis import given, settings, strategies as st
+
+@pytest.mark.claim("report.verdicts")
+def test_passes():
+    pass
+
+@pytest.mark.claim("report.signature")
+def test_fails():
+    assert 1 + 1 == 3
+
+@pytest.mark.claim("report.interop")
+@settings(database=None)
+@given(st.integers())
+def test_property(x):
+    assert x + 0 == x
+
+@pytest.mark.claim("report.subjects")
+def test_bench(benchmark):
+    benchmark.pedantic(sum, args=(range(10),), rounds=3)
+"""
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """A bundle from a real (small) pytest run: (bundle, private key, public key)."""
+    d = tmp_path_factory.mktemp("run")
+    assert cli("keygen", d / "key").exit_code == 0
+    (d / "test_mini.py").write_text(SUITE)
+    bundle = d / "r.intoto.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-q", "test_mini.py",
+                           "--laya-report", bundle, "--laya-signing-key", d / "key", "--hypothesis-seed", "3"],
+                          cwd=d, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return bundle, d / "key", d / "key.pub"
+
+
+def one_line_error(result, *fragments: str) -> None:
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_keygen(tmp_path):
+    result = cli("keygen", tmp_path / "k")
+    assert result.exit_code == 0
+    assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
+    assert (tmp_path / "k.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    one_line_error(cli("keygen", tmp_path / "k"), "already exists")
+
+
+@pytest.mark.claim("report.signature")
+def test_verify_ok_and_wrong_key(real, tmp_path):
+    bundle, _, public = real
+    result = cli("verify", bundle, "--public-key", public)
+    assert result.exit_code == 0 and result.output.startswith(f"OK {bundle}: signed by ed25519 keyid")
+    cli("keygen", tmp_path / "other")
+    one_line_error(cli("verify", bundle, "--public-key", tmp_path / "other.pub"), "not by the given key")
+
+
+def test_verify_bad_input_is_one_line(real, tmp_path):
+    bundle, private, public = real
+    one_line_error(cli("verify", tmp_path / "missing.jsonl", "--public-key", public), "cannot read bundle")
+    one_line_error(cli("verify", bundle, "--public-key", tmp_path / "missing.pub"), "cannot read public key")
+    one_line_error(cli("verify", bundle, "--public-key", private), "not a PEM public key")
+    ecdsa = ec.generate_private_key(ec.SECP256R1()).public_key()
+    (tmp_path / "ec.pub").write_bytes(ecdsa.public_bytes(serialization.Encoding.PEM,
+                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
+    one_line_error(cli("verify", bundle, "--public-key", tmp_path / "ec.pub"), "not an Ed25519 public key")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(bundle.read_text().splitlines()[0][:-5] + "\n")
+    one_line_error(cli("verify", broken, "--public-key", public), "line 1 is not one JSON object")
+    one_line_error(cli("show", broken), "line 1")
+    one_line_error(cli("verify", bundle, "--public-key", public, "--artifact", tmp_path / "nope"), "not a directory")
+
+
+def test_show_table(real):
+    bundle, _, public = real
+    result = cli("show", bundle)
+    assert result.exit_code == 0
+    out = result.output
+    assert "result    FAILED" in out and "NOT CHECKED" in out
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("  report.")]
+    assert rows[0] == "report.signature"  # failures first
+    assert rows.index("report.verify.tamper") < rows.index("report.verdicts")  # then not evaluated, then passed
+    assert "Hypothesis examples" in out and "BENCHMARK" in out and "test_mini.py::test_bench" in out
+    assert "--hypothesis-seed 3" in out and "real-domain accuracy" in out
+    assert "verified, ed25519 keyid" in cli("show", bundle, "--public-key", public).output
+
+
+def test_show_markdown(real, tmp_path):
+    bundle, _, _ = real
+    out = tmp_path / "notes.md"
+    assert cli("show", bundle, "--markdown", "--output", out).exit_code == 0
+    md = out.read_text()
+    assert md.startswith("## Qualification report: FAILED")
+    table = [line for line in md.splitlines() if line.startswith("| `report.")]
+    assert table[0].startswith("| `report.signature` | **failed**")
+    for section in ("### Failed claims", "### Benchmarks", "### Scope", "### Subjects", "### How to verify"):
+        assert section in md
+    assert "`laya-runtime`" in md and f"laya-qual verify {bundle.name} --public-key" in md
+    assert "unaccepted model nominations" in md
+
+
+def test_claims_markdown_is_docs_claims_md():
+    result = cli("claims", "--markdown")
+    assert result.output == claims_markdown(CLAIMS)
+    assert (ROOT / "docs" / "claims.md").read_text() == result.output, \
+        "docs/claims.md is stale: laya-qual claims --markdown > docs/claims.md"
+    assert all(f"`{cid}`" in result.output for cid in CLAIMS)
+
+
+def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
+    """The main command end to end (suite deselected to stay fast): dev key made on
+    first use, bundle written, verified, summarized; non-zero exit when pytest was."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LAYA_QUAL_SIGNING_KEY", raising=False)
+    result = cli("run", "--workers", "0", "--", "-k", "no_test_is_called_this", "-q")
+    assert "created development key reports/.dev-key" in result.output
+    assert "SIGNING WITH THE DEVELOPMENT KEY" in result.output
+    [bundle] = (tmp_path / "reports").glob("qualification-*.intoto.jsonl")
+    assert f"bundle: reports/{bundle.name}" in result.output
+    assert "signature verified with reports/.dev-key.pub" in result.output
+    assert result.exit_code != 0  # nothing ran: pytest exit 5, and the report is WARNED
+    assert stat.S_IMODE((tmp_path / "reports" / ".dev-key").stat().st_mode) == 0o600
+    assert cli("verify", bundle, "--public-key", tmp_path / "reports" / ".dev-key.pub").exit_code == 0

@@ -1,0 +1,236 @@
+"""Report assembly through real pytest runs (pytester): verdicts, evidence, xdist."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import hypothesis.core
+import pytest
+
+from laya_qual.claims import CLAIMS
+from laya_qual.report import LAYA_TYPE, TEST_RESULT_TYPE
+from laya_qual.signing import keygen, load_public_key
+from laya_qual.verify import VerifyError, verify_bundle
+
+pytest_plugins = ("pytester",)
+
+A, B, C, D = "report.verdicts", "report.signature", "report.interop", "report.subjects"
+
+MIXED = f"""
+import pytest
+
+@pytest.mark.claim("{A}")
+def test_a_passes():
+    pass
+
+@pytest.mark.claim("{B}")
+def test_b_passes():
+    pass
+
+@pytest.mark.claim("{B}", "{A}")
+def test_b_fails():
+    assert False
+
+@pytest.mark.claim("{C}")
+def test_c_skipped():
+    pytest.skip("not here")
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup broke")
+
+@pytest.mark.claim("{D}")
+def test_d_setup_error(broken):
+    pass
+
+@pytest.mark.claim("report.verify.tamper")
+@pytest.mark.xfail(reason="known not to hold")
+def test_xfail():
+    assert False
+"""
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory):
+    path = tmp_path_factory.mktemp("key") / "signing-key"
+    keygen(path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _keep_hypothesis_seed(monkeypatch):
+    """In-process runs with --hypothesis-seed set a Hypothesis global; put it back."""
+    monkeypatch.setattr(hypothesis.core, "global_force_seed", hypothesis.core.global_force_seed)
+
+
+def statements(path):
+    out = {}
+    for line in path.read_text().splitlines():
+        stmt = json.loads(base64.b64decode(json.loads(line)["payload"]))
+        out[stmt["predicateType"]] = stmt
+    return out[TEST_RESULT_TYPE], out[LAYA_TYPE]
+
+
+def run(pytester, key, *args, subprocess=False):
+    out = pytester.path / "report.intoto.jsonl"
+    argv = ("-p", "laya_qual", "--laya-report", str(out), "--laya-signing-key", str(key), *args)
+    result = (pytester.runpytest_subprocess if subprocess else pytester.runpytest_inprocess)(*argv)
+    verify_bundle(out, load_public_key(key.with_name(key.name + ".pub")))
+    return result, *statements(out)
+
+
+def by_id(laya):
+    return {c["id"]: c for c in laya["predicate"]["claims"]}
+
+
+@pytest.mark.claim("report.verdicts")
+def test_verdicts_and_failed_result(pytester, key):
+    pytester.makepyfile(MIXED)
+    result, tr, laya = run(pytester, key)
+    result.assert_outcomes(passed=2, failed=1, skipped=1, errors=1, xfailed=1)
+    claims = by_id(laya)
+    assert list(claims) == list(CLAIMS)  # every catalogued claim, catalogue order
+    assert claims[A]["verdict"] == "failed"  # one pass does not outweigh a failure
+    assert claims[B]["verdict"] == "failed"
+    assert claims[C]["verdict"] == "not evaluated"  # all skipped
+    assert claims[D]["verdict"] == "failed"  # setup error
+    assert claims["report.verify.tamper"]["verdict"] == "failed"  # an xfail says it does not hold
+    assert claims["report.xdist-equal"] == {**claims["report.xdist-equal"], "verdict": "not evaluated", "evidence": []}
+    outcomes = {e["test"].split("::")[1]: e["outcome"] for c in claims.values() for e in c["evidence"]}
+    assert outcomes == {"test_a_passes": "passed", "test_b_passes": "passed", "test_b_fails": "failed",
+                        "test_c_skipped": "skipped", "test_d_setup_error": "error", "test_xfail": "xfailed"}
+    assert tr["predicate"]["result"] == laya["predicate"]["result"] == "FAILED"
+    assert [t.split("::")[1] for t in tr["predicate"]["failedTests"]] == ["test_b_fails", "test_d_setup_error", "test_xfail"]
+    assert [t.split("::")[1] for t in tr["predicate"]["warnedTests"]] == ["test_c_skipped"]
+    result.stdout.fnmatch_lines(["*result FAILED*", f"*failed claim: {A}*"])
+
+
+@pytest.mark.claim("report.verdicts")
+def test_unrun_claim_warns_and_all_run_passes(pytester, key):
+    ids = list(CLAIMS)
+    params = ", ".join(f"pytest.param({cid!r}, marks=pytest.mark.claim({cid!r}))" for cid in ids)
+    pytester.makepyfile(f"""
+import pytest
+
+@pytest.mark.parametrize("cid", [{params}])
+def test_claim(cid):
+    pass
+""")
+    _, tr, laya = run(pytester, key, "-k", f"not {ids[-1]}")
+    assert by_id(laya)[ids[-1]]["verdict"] == "not evaluated"
+    assert {c["verdict"] for c in laya["predicate"]["claims"][:-1]} == {"passed"}
+    assert tr["predicate"]["result"] == "WARNED"
+    _, tr, laya = run(pytester, key)
+    assert tr["predicate"]["result"] == laya["predicate"]["result"] == "PASSED"
+
+
+HYPOTHESIS_AND_BENCHMARK = f"""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+@pytest.mark.claim("{A}")
+@settings(database=None, max_examples=7)
+@given(st.integers())
+def test_property(x):
+    assert x == x
+
+@pytest.mark.claim("{B}")
+def test_bench(benchmark):
+    benchmark.extra_info["size"] = 3
+    benchmark.pedantic(sum, args=(range(10),), rounds=5, iterations=2)
+
+@pytest.mark.claim("{C}")
+def test_plain():
+    pass
+"""
+
+
+@pytest.mark.claim("report.verdicts")
+def test_hypothesis_and_benchmark_evidence(pytester, key):
+    pytester.makepyfile(HYPOTHESIS_AND_BENCHMARK)
+    _, _, laya = run(pytester, key, "--hypothesis-seed", "1234")
+    claims = by_id(laya)
+    [prop] = claims[A]["evidence"]
+    assert prop["hypothesis"]["examples"] == prop["hypothesis"]["valid"] == 7
+    assert prop["hypothesis"]["seed"] == "1234"
+    assert laya["predicate"]["hypothesis"]["seed"] == "1234"
+    [bench] = claims[B]["evidence"]
+    assert bench["benchmark"]["measured"] and bench["benchmark"]["rounds"] == 5
+    assert bench["benchmark"]["extraInfo"] == {"size": 3} and bench["benchmark"]["median"] > 0
+    assert [b["test"] for b in laya["predicate"]["benchmarks"]] == [bench["test"]]
+    assert "hypothesis" not in claims[C]["evidence"][0]
+
+    _, _, laya = run(pytester, key, "--benchmark-disable")
+    assert by_id(laya)[B]["verdict"] == "not evaluated"  # a benchmark claim with no figures
+    assert by_id(laya)[B]["evidence"][0]["outcome"] == "unmeasured"
+
+
+XDIST = f"""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+@pytest.mark.claim("{A}")
+@pytest.mark.parametrize("n", range(4))
+def test_many(n):
+    pass
+
+@pytest.mark.claim("{B}")
+@settings(database=None)
+@given(st.lists(st.integers()))
+def test_property(xs):
+    assert sorted(sorted(xs)) == sorted(xs)
+
+@pytest.mark.claim("{C}", "{A}")
+def test_fails():
+    assert 1 == 2
+
+@pytest.mark.claim("{D}")
+def test_skips():
+    pytest.skip("x")
+"""
+
+
+@pytest.mark.claim("report.xdist-equal")
+def test_report_equal_under_xdist(pytester, key):
+    pytester.makepyfile(XDIST)
+    _, tr0, laya0 = run(pytester, key, "-n", "0", "--hypothesis-seed", "7")
+    result, tr2, laya2 = run(pytester, key, "-n", "2", "--hypothesis-seed", "7", subprocess=True)
+    result.stdout.fnmatch_lines(["*2 workers*"])
+    assert laya2["predicate"]["invocation"]["workers"] == 2
+    assert laya0["predicate"]["claims"] == laya2["predicate"]["claims"]
+    assert by_id(laya2)[B]["evidence"][0]["hypothesis"]["examples"] > 0
+    for key_ in ("result", "passedTests", "warnedTests", "failedTests"):
+        assert tr0["predicate"][key_] == tr2["predicate"][key_]
+    assert tr0["predicate"]["result"] == "FAILED"
+
+
+@pytest.mark.claim("report.signature")
+def test_unsigned_run_says_so_and_does_not_verify(pytester, monkeypatch):
+    monkeypatch.delenv("LAYA_QUAL_SIGNING_KEY", raising=False)
+    pytester.makepyfile(f"import pytest\n@pytest.mark.claim({A!r})\ndef test_a():\n    pass\n")
+    out = pytester.path / "r.intoto.jsonl"
+    result = pytester.runpytest_inprocess("-p", "laya_qual", "--laya-report", str(out))
+    result.stdout.fnmatch_lines(["*UNSIGNED*", "*UNSIGNED REPORT*will NOT verify*"])
+    other = pytester.path / "k"
+    keygen(other)
+    with pytest.raises(VerifyError, match="unsigned"):
+        verify_bundle(out, load_public_key(other.with_name("k.pub")))
+
+
+@pytest.mark.claim("report.signature")
+def test_signing_key_from_environment(pytester, key, monkeypatch):
+    monkeypatch.setenv("LAYA_QUAL_SIGNING_KEY", str(key))
+    pytester.makepyfile(f"import pytest\n@pytest.mark.claim({A!r})\ndef test_a():\n    pass\n")
+    out = pytester.path / "r.intoto.jsonl"
+    pytester.runpytest_inprocess("-p", "laya_qual", "--laya-report", str(out))
+    verify_bundle(out, load_public_key(key.with_name(key.name + ".pub")))
+
+
+def test_bad_signing_key_is_a_usage_error(pytester):
+    pytester.makepyfile("def test_a():\n    pass\n")
+    (pytester.path / "notakey").write_text("hello")
+    result = pytester.runpytest_inprocess("-p", "laya_qual", "--laya-report", "r.jsonl",
+                                          "--laya-signing-key", "notakey")
+    result.stderr.fnmatch_lines(["*laya_qual report: notakey: not an unencrypted PEM private key*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
