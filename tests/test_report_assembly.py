@@ -227,6 +227,7 @@ def test_signing_key_from_environment(pytester, key, monkeypatch):
     verify_bundle(out, load_public_key(key.with_name(key.name + ".pub")))
 
 
+@pytest.mark.claim("report.signature")
 def test_bad_signing_key_is_a_usage_error(pytester):
     pytester.makepyfile("def test_a():\n    pass\n")
     (pytester.path / "notakey").write_text("hello")

@@ -50,6 +50,7 @@ def bundle(tmp_path, keys):
     return path
 
 
+@pytest.mark.claim("report.signature")
 def test_keygen_modes_and_refuses_overwrite(tmp_path):
     public = keygen(tmp_path / "k")
     assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
@@ -59,6 +60,7 @@ def test_keygen_modes_and_refuses_overwrite(tmp_path):
         keygen(tmp_path / "k")
 
 
+@pytest.mark.claim("report.signature")
 def test_wrong_key_types_are_refused(tmp_path):
     ecdsa = ec.generate_private_key(ec.SECP256R1())
     (tmp_path / "ec.pub").write_bytes(ecdsa.public_key().public_bytes(
@@ -84,6 +86,7 @@ def test_bundle_verifies_with_its_key_and_not_another(bundle, keys):
         verify_bundle(bundle, other)
 
 
+@pytest.mark.claim("report.interop")
 def test_pae_is_dsse_v1():
     assert pae("http://example.com/HelloWorld", b"hello world") == \
         b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
@@ -153,6 +156,7 @@ def test_valid_signature_over_a_different_statement_fails(tmp_path, keys, edit_t
         verify_bundle(path, keys[1])
 
 
+@pytest.mark.claim("report.verify.agreement")
 def test_statements_must_both_be_there_once(tmp_path, keys):
     tr, laya = payloads()
     path = tmp_path / "r.intoto.jsonl"
@@ -249,6 +253,7 @@ def test_one_artifact_byte_changes_the_digest_and_fails_verify(tmp_path, keys):
         verify_bundle(path, keys[1], [str(tmp_path / "other")])
 
 
+@pytest.mark.claim("report.subjects")
 def test_symlinks_in_an_artifact_are_refused(tmp_path, keys):
     d = _artifact(tmp_path)
     (d / "link").symlink_to(d / "tokenizer.json")

@@ -20,7 +20,6 @@ from laya_qual.report import VERDICTS
 from laya_qual.signing import KEY_ENV, SigningError, keyid, load_private_key
 
 HYPOTHESIS_PROPERTY = "laya_hypothesis"
-_LOCAL = {}
 BENCHMARK_PROPERTY = "laya_benchmark"
 _HYPOTHESIS_STATS = pytest.StashKey[dict]()
 # Later in this list wins when a test's phases disagree (setup skipped, teardown error, ...).
@@ -109,7 +108,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     stats = item.stash.get(_HYPOTHESIS_STATS, None)
     if stats is not None:
-        _LOCAL[item.nodeid] = {**stats, **_reproduction(item)}
+        report.user_properties.append((HYPOTHESIS_PROPERTY, {**stats, **_reproduction(item)}))
     bench = _benchmark(item)
     if bench is not None:
         report.user_properties.append((BENCHMARK_PROPERTY, bench))
@@ -176,8 +175,6 @@ class Assembler:
         outcome = _phase_outcome(report)
         if _PRECEDENCE.index(outcome) > _PRECEDENCE.index(record["outcome"]):
             record["outcome"] = outcome
-        if report.nodeid in _LOCAL:
-            record["hypothesis"] = _LOCAL[report.nodeid]
         for key, name in ((HYPOTHESIS_PROPERTY, "hypothesis"), (BENCHMARK_PROPERTY, "benchmark")):
             if key in props:
                 record[name] = props[key]
