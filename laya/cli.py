@@ -75,5 +75,13 @@ def info(artifact_dir: str) -> None:
         click.echo(f"  {role:16s} {pinned.sha256}  {pinned.path}")
 
 
+def _register_subcommands() -> None:
+    from laya.evolution.cli import evolve
+
+    main.add_command(evolve)
+
+
+_register_subcommands()
+
 if __name__ == "__main__":
     main()

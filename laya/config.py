@@ -7,7 +7,7 @@ so a typo never silently falls back to a default. Errors name file and field.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from laya.artifact import PinnedFile, parse_json_object
@@ -130,6 +130,41 @@ def parse_sequence_format(pinned: PinnedFile, type_vocab_size: int) -> SequenceF
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """Where a trained task's temperature came from (head.json ``tasks[i].calibration``)."""
+
+    split: str  # always "dev_cal"
+    split_sha256: str
+    examples: int
+    method: str
+    nll_before: float
+    nll_after: float
+    ece_before: float
+    ece_after: float
+
+
+@dataclass(frozen=True)
+class Certification:
+    """What a task's act threshold was certified for, on which split (``tasks[i].certification``).
+
+    Holds for this head and task alone: serving several heads never combines them.
+    """
+
+    split: str  # always "dev_conf"
+    split_sha256: str
+    examples: int
+    method: str
+    target_risk: float
+    delta: float
+    certified: bool
+    acted: int
+    errors: int
+    coverage: float
+    risk_upper_bound: float
+    temperature: float  # the temperature the threshold was certified under
+
+
+@dataclass(frozen=True)
 class TaskInfo:
     """One task of a head, with the head's private calibration for it."""
 
@@ -139,6 +174,8 @@ class TaskInfo:
     temperature: float
     act_threshold: float
     escalate_threshold: float
+    calibration: Calibration | None = None
+    certification: Certification | None = None
 
 
 @dataclass(frozen=True)
@@ -177,9 +214,87 @@ def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions:
             temperature=t.float("temperature", 0.0, 1e6, open_low=True),
             act_threshold=t.float("act_threshold", 0.0, 1.0),
             escalate_threshold=t.float("escalate_threshold", 0.0, 1.0, open_low=True),
+            calibration=_calibration(t, pinned.path, f"tasks[{i}].calibration."),
+            certification=_certification(t, pinned.path, f"tasks[{i}].certification."),
         )
         t.done()
+        task = _check_certified(task, pinned.path, f"tasks[{i}].")
         if task.name in tasks:
             raise ArtifactError(f"task {task.name!r} defined twice", file=pinned.path, field=f"tasks[{i}].name")
         tasks[task.name] = task
     return HeadConfig(kind, sequence_budget, option_budget, head_layers, head_heads, head_intermediate, tasks)
+
+
+_SHA256_HEX = frozenset("0123456789abcdef")
+CALIBRATION_METHODS = ("temperature-nll-lbfgs",)
+CERTIFICATION_METHODS = ("clopper-pearson-fixed-sequence",)
+
+
+def _optional_object(t: _Fields, key: str, file: str, prefix: str) -> _Fields | None:
+    if key not in t.obj:
+        return None
+    return _Fields(t.take(key, dict), file, prefix)
+
+
+def _split_digest(f: _Fields) -> str:
+    value = f.str("split_sha256")
+    if len(value) != 64 or not set(value) <= _SHA256_HEX:
+        raise f._fail("split_sha256", "must be 64 lowercase hex digits")
+    return value
+
+
+def _calibration(t: _Fields, file: str, prefix: str) -> Calibration | None:
+    f = _optional_object(t, "calibration", file, prefix)
+    if f is None:
+        return None
+    calibration = Calibration(
+        split=f.str("split", ("dev_cal",)), split_sha256=_split_digest(f), examples=f.int("examples", 1),
+        method=f.str("method", CALIBRATION_METHODS),
+        nll_before=f.float("nll_before", 0.0, 1e6), nll_after=f.float("nll_after", 0.0, 1e6),
+        ece_before=f.float("ece_before", 0.0, 1.0), ece_after=f.float("ece_after", 0.0, 1.0))
+    f.done()
+    return calibration
+
+
+def _certification(t: _Fields, file: str, prefix: str) -> Certification | None:
+    f = _optional_object(t, "certification", file, prefix)
+    if f is None:
+        return None
+    examples = f.int("examples", 1)
+    acted = f.int("acted", 0, examples)
+    certification = Certification(
+        split=f.str("split", ("dev_conf",)), split_sha256=_split_digest(f), examples=examples,
+        method=f.str("method", CERTIFICATION_METHODS),
+        target_risk=f.float("target_risk", 0.0, 1.0, open_low=True), delta=f.float("delta", 0.0, 1.0, open_low=True),
+        certified=f.take("certified", bool), acted=acted, errors=f.int("errors", 0, acted),
+        coverage=f.float("coverage", 0.0, 1.0), risk_upper_bound=f.float("risk_upper_bound", 0.0, 1.0),
+        temperature=f.float("temperature", 0.0, 1e6, open_low=True))
+    f.done()
+    if not math.isclose(certification.coverage, acted / examples, rel_tol=1e-9, abs_tol=1e-12):
+        raise f._fail("coverage", f"must equal acted / examples = {acted / examples}")
+    return certification
+
+
+def _check_certified(task: TaskInfo, file: str, prefix: str) -> TaskInfo:
+    """Tie a certification to the calibration it was made under. A certified task acts
+    on its top probability alone; an uncertified one escalates everything (parsed as
+    an act threshold of +inf, since a float32 probability can round up to 1.0)."""
+    cert = task.certification
+    if cert is None:
+        return task
+
+    def fail(field: str, message: str) -> ArtifactError:
+        return ArtifactError(message, file=file, field=prefix + field)
+
+    if cert.temperature != task.temperature:
+        raise fail("certification.temperature", f"{cert.temperature} was certified, the task serves {task.temperature}")
+    if task.escalate_threshold != 1.0:
+        raise fail("escalate_threshold", "a certified threshold acts on the top probability alone: must be 1.0")
+    if cert.certified:
+        if cert.acted == 0 or cert.risk_upper_bound > cert.target_risk:
+            raise fail("certification.risk_upper_bound",
+                       f"{cert.risk_upper_bound} on {cert.acted} acted examples does not certify {cert.target_risk}")
+        return task
+    if cert.acted or task.act_threshold != 1.0:
+        raise fail("act_threshold", "an uncertified task must have act_threshold 1.0 and acted 0")
+    return replace(task, act_threshold=math.inf)

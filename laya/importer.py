@@ -33,7 +33,8 @@ CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json
 DEFAULT_OPTION_MARKERS = 8
 INT_FIELDS = {"vocab_size": 1, "hidden_size": 1, "num_hidden_layers": 1, "num_attention_heads": 1,
               "intermediate_size": 1, "max_position_embeddings": 1, "type_vocab_size": 2}
-# Fields that, when present, must hold BERT's value: any other value is a different computation.
+# Fields that must hold BERT's value (any other is a different computation); all but
+# model_type default to it when absent, as in transformers' BertConfig.
 REQUIRED_VALUES = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute",
                    "is_decoder": False, "add_cross_attention": False}
 DROPPED_PREFIXES = ("pooler.", "cls.")  # the pooler and pretraining heads are not part of a base
@@ -83,7 +84,7 @@ def json_object(data: bytes, file: str) -> dict[str, Any]:
 def encoder_config(hf: dict[str, Any]) -> EncoderConfig:
     """Laya's encoder config from an HF ``config.json``; refuses any other architecture."""
     for field, required in REQUIRED_VALUES.items():
-        value = hf.get(field, required if field != "model_type" else None)
+        value = hf.get(field, None if field == "model_type" else required)
         if value != required or type(value) is not type(required):
             raise ArtifactError(f"is {value!r}; laya computes only BERT's post-LN encoder, which needs {required!r}",
                                 file=CONFIG, field=field)

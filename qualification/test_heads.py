@@ -54,24 +54,40 @@ def readout_rows(directory, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
     return weight, tensors["readout.bias"].double()
 
 
-@pytest.mark.claim("heads.calibration")
-@given(data=st.data())
-def test_probabilities_and_decision_follow_the_task_calibration(qualified_artifact, qualified_model, data):
+def assert_calibrated(directory, model, request) -> None:
     """Recompute scores independently (float64, from the file's bytes) for linear heads;
     for every head, check the act/escalate rule against the reported probabilities."""
-    request = data.draw(requests_for(qualified_model))
-    task = qualified_model.tasks[request.task]
-    prediction = qualified_model.predict(request)
+    task = model.tasks[request.task]
+    prediction = model.predict(request)
     probabilities = prediction.probabilities
     assert len(probabilities) == len(request.options)
     assert abs(sum(probabilities) - 1.0) < 1e-5
-    if qualified_model.kind in ("float32", "int8"):
-        rendered = qualified_model.base.render(request)
-        states = qualified_model.base.encode(rendered.token_ids).double()
-        weight, bias = readout_rows(qualified_artifact, qualified_model.kind)
+    if model.kind in ("float32", "int8"):
+        rendered = model.base.render(request)
+        states = model.base.encode(rendered.token_ids).double()
+        weight, bias = readout_rows(directory, model.kind)
         scores = states[list(rendered.marker_positions)] @ weight[task.index] + bias[task.index]
         expected = torch.softmax(scores / task.temperature, dim=0)
         assert torch.allclose(torch.tensor(probabilities, dtype=torch.float64), expected, atol=1e-5), (probabilities, expected)
     top, runner_up = sorted(probabilities, reverse=True)[:2]
     should_act = top >= task.act_threshold and runner_up < task.escalate_threshold
     assert prediction.decision == ("act" if should_act else "escalate")
+
+
+@pytest.mark.claim("heads.calibration")
+@given(data=st.data())
+def test_qualified_artifact_calibration(qualified_artifact, qualified_model, data):
+    assert_calibrated(qualified_artifact, qualified_model, data.draw(requests_for(qualified_model)))
+
+
+@pytest.mark.claim("heads.calibration")
+@given(seed=seeds(), kind=st.sampled_from(["float32", "int8"]), temperature=st.floats(0.05, 5),
+       act=st.floats(0.2, 0.9), escalate=st.floats(0.05, 0.6), data=st.data())
+def test_calibration_over_random_thresholds(artifact_factory, load_model, seed, kind, temperature, act, escalate, data):
+    """Thresholds drawn so that both rules (act and escalate) decide some requests."""
+    task = {"name": "pick", "max_options": 4, "temperature": temperature, "act_threshold": act,
+            "escalate_threshold": escalate}
+    directory = artifact_factory(seed=seed, head_kind=kind, tasks=[task])
+    model = load_model(directory)
+    for _ in range(3):
+        assert_calibrated(directory, model, data.draw(requests_for(model)))

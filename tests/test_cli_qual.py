@@ -3,6 +3,7 @@ one line, never a traceback."""
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -42,6 +43,12 @@ def test_bench(benchmark):
 """
 
 
+def outside_xdist() -> dict[str, str]:
+    """The environment minus xdist's worker variables, so inner runs (and their
+    benchmarks) behave as top-level runs even when this file runs on a worker."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+
+
 def cli(*args: str):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
@@ -55,7 +62,7 @@ def real(tmp_path_factory):
     bundle = d / "r.intoto.jsonl"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-q", "test_mini.py",
                            "--laya-report", bundle, "--laya-signing-key", d / "key", "--hypothesis-seed", "3"],
-                          cwd=d, capture_output=True, text=True)
+                          cwd=d, capture_output=True, text=True, env=outside_xdist())
     assert proc.returncode == 1, proc.stdout + proc.stderr
     return bundle, d / "key", d / "key.pub"
 
@@ -142,7 +149,8 @@ def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     """The main command end to end (suite deselected to stay fast): dev key made on
     first use, bundle written, verified, summarized; non-zero exit when pytest was."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("LAYA_QUAL_SIGNING_KEY", raising=False)
+    for var in ("LAYA_QUAL_SIGNING_KEY", *(k for k in os.environ if k.startswith("PYTEST_XDIST_"))):
+        monkeypatch.delenv(var, raising=False)
     result = cli("run", "--workers", "0", "--", "-k", "no_test_is_called_this", "-q")
     assert "created development key reports/.dev-key" in result.output
     assert "SIGNING WITH THE DEVELOPMENT KEY" in result.output

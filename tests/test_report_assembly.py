@@ -59,8 +59,11 @@ def key(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _keep_hypothesis_seed(monkeypatch):
-    """In-process runs with --hypothesis-seed set a Hypothesis global; put it back."""
+def _isolated(monkeypatch):
+    """Inner runs must not think they are xdist workers (when this file itself runs
+    under xdist), and --hypothesis-seed sets a Hypothesis global: put it back."""
+    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(hypothesis.core, "global_force_seed", hypothesis.core.global_force_seed)
 
 

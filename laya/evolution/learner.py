@@ -49,7 +49,7 @@ def learn(rank: int, ws: Workspace, *, require_certificate: bool = False, snapsh
     head_state = read_tensors(ws.head_file)[0]
     head = build_head(cfg, head_state)
     tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks)
-    opt = make_optimizer(tail, type(ws.exp.adam)(ws.exp.adam.lr, ws.exp.adam.betas, 1e-7))
+    opt = make_optimizer(tail, ws.exp.adam)
     t0 = time.perf_counter()
     packets = load_packets(ws, head_state, require_certificate=require_certificate)
     load_seconds = time.perf_counter() - t0

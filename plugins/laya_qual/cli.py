@@ -136,11 +136,14 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
     Extra arguments after `--` go to pytest. A Hypothesis seed is chosen and recorded
     unless you pass --hypothesis-seed, so every report says how to reproduce it."""
     from laya_qual import summary
+    from laya_qual.subjects import package_dir
 
     key = _signing_key(key)
     public = key.with_name(key.name + ".pub")
     out = out or Path("reports") / f"qualification-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.intoto.jsonl"
-    cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", "-n", str(workers),
+    # The suite path is explicit because xdist workers re-parse only the invocation's args.
+    suite = str(package_dir("laya_qual.suite"))
+    cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", suite, "-n", str(workers),
            "--laya-report", str(out), "--laya-signing-key", str(key)]
     cmd += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
     if not any(a.startswith("--hypothesis-seed") for a in pytest_args):

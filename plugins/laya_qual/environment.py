@@ -34,11 +34,14 @@ def cpu_model() -> str:
 
 
 def git_commit(directory: Path) -> dict | None:
-    """HEAD of the checkout holding ``directory`` and whether it has local changes."""
+    """HEAD of the checkout whose tracked files include ``directory``, and whether
+    it has local changes; None for an installed copy (even inside some other repo)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
                               text=True, timeout=10, check=True).stdout.strip()
     try:
+        if not git("ls-files", "--", "."):
+            return None
         return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))}
     except (OSError, subprocess.SubprocessError):
         return None

@@ -132,7 +132,7 @@ class Assembler:
     """Collects plain per-test records on the controller and writes the bundle."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from laya_qual.subjects import SubjectError, subjects
+        from laya_qual.subjects import SubjectError, package_dir, source_digest, subjects
 
         self.config = config
         self.records: dict[str, dict] = {}
@@ -146,6 +146,9 @@ class Assembler:
             self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
         except (SigningError, SubjectError) as e:
             raise pytest.UsageError(f"laya_qual report: {e}") from None
+        # The harness as it was when the run started, not as it is when it ends.
+        self.harness = {name: source_digest(package_dir(name))[0]
+                        for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
         self.environment: dict = {}
         self.summary: dict | None = None
 
@@ -192,26 +195,24 @@ class Assembler:
         import laya_qual
         from hypothesis import settings
 
-        from laya_qual.subjects import package_dir, source_digest
-
-        config = self.config
+        config, harness = self.config, self.harness
         seed = config.getoption("hypothesis_seed", None)
         profile = settings.get_current_profile_name()
-        harness = {name: source_digest(package_dir(name))[0]
-                   for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
         invocation = {"args": list(config.invocation_params.args),
                       "workers": config.getoption("numprocesses", None),
                       "device": config.getoption("laya_device"), "exitStatus": int(exitstatus),
                       "collectionErrors": sorted(self.collection_errors),
                       "startedOn": self.started, "finishedOn": _now()}
+        suite = " --laya-qualify" if config.getoption("laya_qualify", False) else ""
+        records = sorted(self.records.values(), key=lambda r: r["test"])
         details = {
             "hypothesis": {
                 "profile": profile, "seed": None if seed is None else str(seed),
                 "derandomize": settings.default.derandomize, "maxExamples": settings.default.max_examples,
-                "reproduce": (f"pytest -p laya_qual --hypothesis-profile {profile} --hypothesis-seed {seed}"
+                "reproduce": (f"pytest -p laya_qual{suite} --hypothesis-profile {profile} --hypothesis-seed {seed}"
                               if seed is not None else "random seed: rerun with --hypothesis-seed N to fix one"),
             },
-            "benchmarks": [{"test": r["test"], **r["benchmark"]} for r in sorted(self.records.values(), key=lambda r: r["test"])
+            "benchmarks": [{"test": r["test"], **r["benchmark"]} for r in records
                            if r.get("benchmark", {}).get("measured")],
             "environment": self.environment,
             "invocation": invocation,
