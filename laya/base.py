@@ -64,6 +64,10 @@ class VerifiedBase:
     def hidden_size(self) -> int:
         return self.config.hidden_size
 
+    def weight_tensors(self) -> dict[str, torch.Tensor]:
+        """The frozen encoder tensors by name (read them, never write them)."""
+        return self._weights.module.state_dict()
+
     def check_unmodified(self) -> None:
         """Raise if anyone wrote to the frozen encoder weights in place since loading."""
         self._weights.check_unmodified()

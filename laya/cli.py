@@ -10,6 +10,7 @@ import click
 
 import laya
 from laya.errors import LayaError
+from laya.evolution.cli import evolve
 
 
 @click.group()
@@ -75,13 +76,7 @@ def info(artifact_dir: str) -> None:
         click.echo(f"  {role:16s} {pinned.sha256}  {pinned.path}")
 
 
-def _register_subcommands() -> None:
-    from laya.evolution.cli import evolve
-
-    main.add_command(evolve)
-
-
-_register_subcommands()
+main.add_command(evolve)
 
 if __name__ == "__main__":
     main()

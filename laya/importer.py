@@ -23,7 +23,8 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from tokenizers import Tokenizer
 
-from laya.artifact import ArtifactFiles, PinnedFile, canonical_json, read_artifact_files, sha256_hex, write_artifact_files
+from laya.artifact import (ArtifactFiles, PinnedFile, canonical_json, read_artifact_files, sha256_hex,
+                           write_artifact_files)
 from laya.base import VerifiedBase
 from laya.config import SEQUENCE_FORMAT_NAME
 from laya.encoder import EncoderConfig, encoder_parameter_shapes

@@ -62,6 +62,10 @@ class Head:
     def tasks(self) -> dict[str, TaskInfo]:
         return dict(self.config.tasks)
 
+    def weight_tensors(self) -> dict[str, torch.Tensor]:
+        """This head's own frozen tensors by name (the base's: ``base.weight_tensors()``)."""
+        return self._weights.module.state_dict()
+
     @property
     def kind(self) -> str:
         return self.config.kind

@@ -118,6 +118,19 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "`laya predict` JSONL: each line names its adapter; a bad line (bad JSON, non-UTF-8, "
           "unknown adapter, bad fields, over budget) yields an error object with its line number; "
           "output order is input order; no line is lost."),
+    # --- bench: benchmark claims (measured, never asserted) --------------------------
+    Claim("bench.cache.hit-vs-miss",
+          "Adapters.predict with a warm cache and with a cold one return equal predictions; "
+          "their median latencies and ratio were measured side by side in one run."),
+    Claim("bench.runtime.overhead",
+          "Adapters.predict equals a bare torch forward of the same encoder and head bitwise; "
+          "the runtime's overhead ratio over it was measured side by side."),
+    Claim("bench.int8.cost",
+          "The per-request cost of an int8 head and of a float32 head on the same warm base "
+          "was measured side by side."),
+    Claim("bench.memory.shared-heads",
+          "N heads on one shared base hold exactly (N-1) base copies fewer weight bytes than N "
+          "standalone models; both totals are recorded."),
     # --- learner: laya.evolution (section owned by the evolution work) --------------
     Claim("learner.exact.appended",
           "Appended layout: over 8 Adam updates every loss, gradient norm, parameter and Adam state "

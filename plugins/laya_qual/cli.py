@@ -127,7 +127,7 @@ def _signing_key(key: Path | None) -> Path:
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
               help=f"Ed25519 private key (default: ${KEY_ENV}, else the dev key {DEV_KEY})")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="bundle path (default: reports/qualification-<UTC time>.intoto.jsonl)")
+              help="bundle path, overwritten (default: reports/qualification-<UTC time>.intoto.jsonl)")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | None,
         out: Path | None, pytest_args: tuple[str, ...]) -> None:
@@ -148,6 +148,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
     cmd += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
     if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
         cmd.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
+    out.unlink(missing_ok=True)  # never verify and show a stale bundle from an earlier run
     rc = subprocess.call([*cmd, *pytest_args])
     if not out.exists():
         raise click.ClickException(f"pytest exited with {rc} and wrote no report at {out}")
