@@ -88,13 +88,23 @@ def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
     if n == 0 or errors >= n:
         return 1.0
     low, high = errors / n, 1.0
-    for _ in range(100):  # cdf decreases in p: find where it crosses delta
+    for _ in range(45):  # cdf decreases in p: bisect to 2**-45 where it crosses delta
         mid = (low + high) / 2
         if float(binomial_cdf(errors, n, mid)) > delta:
             low = mid
         else:
             high = mid
     return high
+
+
+@functools.lru_cache(maxsize=4096)
+def _critical_errors(n: int, target_risk: float, delta: float) -> int:
+    """The most errors among n acted that still pass at level delta; -1 when none can."""
+    k = np.arange(n + 1)
+    lf = _log_factorials(n)
+    log_cdf = np.logaddexp.accumulate(lf[n] - lf[k] - lf[n - k] + k * math.log(target_risk)
+                                      + (n - k) * math.log1p(-target_risk))
+    return int(np.count_nonzero(log_cdf <= math.log(delta))) - 1 if n else -1
 
 
 def counts(confidences: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
@@ -114,9 +124,7 @@ def sequence_start(cal_confidences: Sequence[float], cal_correct: Sequence[bool]
     expected = np.rint(acted * conf_examples / max(len(cal_confidences), 1)).astype(np.int64)
     smoothed = (errors + 1) / (acted + 2)
     risk = np.minimum(smoothed + np.sqrt(smoothed * (1 - smoothed) / (acted + 2)), 1 - 1e-9)
-    k = np.arange(int(expected.max(initial=0)) + 1)
-    passing = binomial_cdf(k[None, :], expected[:, None], target_risk) <= delta  # a prefix of k for each n
-    critical = passing.sum(axis=1) - 1  # most errors that still pass; -1 when none can
+    critical = np.array([_critical_errors(int(n), target_risk, delta) for n in expected])
     power = np.where(critical >= 0, binomial_cdf(np.maximum(critical, 0), expected, risk), 0.0)
     return int(np.argmax(power))  # first maximum: the highest such threshold
 

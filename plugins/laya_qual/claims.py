@@ -131,6 +131,37 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("bench.memory.shared-heads",
           "N heads on one shared base hold exactly (N-1) base copies fewer weight bytes than N "
           "standalone models; both totals are recorded."),
+    # --- train: frozen features, zero-layer heads, calibration, certification, export --
+    Claim("train.store.identity",
+          "A frozen feature store is refused (FeatureStoreMismatch naming the field) for a base "
+          "differing in any one pinned file (encoder_config, encoder_weights, tokenizer, "
+          "special_tokens, sequence_format), another kernel identity or numeric profile, one "
+          "different token in the sequences, or one flipped byte of its features."),
+    Claim("train.export.parity",
+          "A trained head exported as float32 or int8 predicts bitwise the same probabilities "
+          "standalone and shared; they equal, bitwise, the probabilities its calibration and "
+          "certification judged from the feature store, and the runtime acts on exactly the "
+          "certified dev_conf set."),
+    Claim("train.warmstart.clone",
+          "A warm start shares no storage with its source head; training from it leaves the "
+          "loaded source's tensors and predictions and its artifact's file bytes unchanged."),
+    Claim("train.warmstart.refuse-transformer",
+          "Warm-starting the zero-layer trainer from a head with transformer layers is refused "
+          "with TrainingError, and `train` writes no artifact."),
+    Claim("train.temperature.nll",
+          "For over- and under-confident heads (property over seeds), the temperature fitted on "
+          "dev_cal strictly lowers the served dev_cal NLL and lies on the side of 1 that undoes "
+          "the miscalibration."),
+    Claim("train.certify.bound",
+          "In simulation from a known distribution, certified thresholds' true acted error "
+          "exceeds the target no more often than delta allows (one-sided binomial test, false-"
+          "alarm rate 0.1%), and most draws certify; an uncertifiable task escalates every request."),
+    Claim("train.splits.disjoint",
+          "Training refuses a dataset whose splits share an example id or an exact token sequence."),
+    Claim("train.calibration.private",
+          "Two heads trained from one store for a same-named task keep their own temperature, "
+          "threshold and certificate; training the second leaves the first's bytes unchanged, and "
+          "each serves the same standalone as side by side."),
     # --- learner: laya.evolution (section owned by the evolution work) --------------
     Claim("learner.exact.appended",
           "Appended layout: over 8 Adam updates every loss, gradient norm, parameter and Adam state "

@@ -4,7 +4,6 @@ a catalogued claim."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -51,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """`--laya-qualify` points collection at the installed suite, wherever pytest runs."""
-    if "--laya-qualify" in args and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if "--laya-qualify" in args:
         import laya_qual.suite
 
         args.append(str(Path(laya_qual.suite.__file__).parent))

@@ -1,0 +1,106 @@
+"""`laya train` end to end on a small synthetic task, the dataset format's refusals,
+and the strict parsing of head.json's calibration/certification objects."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import laya
+from laya.artifact import canonical_json, read_artifact_files
+from laya.dataset import DatasetError, parse_example
+from laya.errors import ArtifactError
+from laya.train_cli import train
+from laya_qual.synth import replace_pinned_file, write_artifact
+from laya_qual.synth.tasks import synthetic_task, write_task
+
+SIZES = {"train": 80, "dev_cal": 60, "dev_conf": 120}
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    base_dir = write_artifact(root / "base", seed=2, head_kind="float32", base_seed=31)
+    data = write_task(root / "data.jsonl", synthetic_task(laya.load_artifact_base(base_dir), seed=4, sizes=SIZES))
+    args = ["--base", str(base_dir), "--data", str(data), "--epochs", "30", "--target-risk", "0.25"]
+    first = CliRunner().invoke(train, [*args, "--out", str(root / "head")], catch_exceptions=False)
+    second = CliRunner().invoke(train, [*args, "--out", str(root / "head8"), "--kind", "int8",
+                                        "--store", str(root / "head.features.safetensors")], catch_exceptions=False)
+    return root, base_dir, data, first, second
+
+
+def test_train_summary_and_export(cli_run):
+    root, base_dir, _, first, second = cli_run
+    assert first.exit_code == 0, first.output
+    for line in ("feature store  built", "temperature", "NLL", "ECE", "threshold", "coverage", "bound"):
+        assert line in first.output, first.output
+    assert "feature store  reused" in second.output, second.output
+    base = laya.load_artifact_base(base_dir)
+    for name, kind in (("head", "float32"), ("head8", "int8")):
+        head = laya.load_artifact_with_base(root / name, base)
+        task = head.tasks["answer"]
+        assert head.kind == kind and task.calibration.split == "dev_cal" and task.certification.split == "dev_conf"
+
+
+def test_train_refuses_an_existing_output_and_another_bases_store(cli_run, tmp_path):
+    root, base_dir, data, _, _ = cli_run
+    again = CliRunner().invoke(train, ["--base", str(base_dir), "--data", str(data), "--out", str(root / "head"),
+                                       "--store", str(root / "head.features.safetensors")])
+    assert again.exit_code != 0 and "non-empty" in again.output
+    other_base = write_artifact(tmp_path / "other", seed=2, head_kind="float32", base_seed=32)
+    refused = CliRunner().invoke(train, ["--base", str(other_base), "--data", str(data), "--out", str(tmp_path / "h"),
+                                         "--store", str(root / "head.features.safetensors")])
+    assert refused.exit_code != 0 and "feature store" in refused.output and "field encoder_weights" in refused.output
+
+
+@pytest.mark.parametrize("line, field", [
+    ({"split": "dev_cal", "label": None, "target": [0.5, 0.5]}, "target"),
+    ({"split": "test"}, "split"),
+    ({"label": 2}, "label"),
+    ({"label": None, "target": [0.2, 0.2]}, "target"),
+    ({"extra": 1}, "extra"),
+    ({"options": ["only"]}, "options"),
+])
+def test_dataset_lines_are_parsed_strictly(line, field):
+    record = {"id": "x", "split": "train", "task": "t", "question": "q", "options": ["a", "b"], "label": 0, **line}
+    record = {k: v for k, v in record.items() if v is not None}
+    with pytest.raises(DatasetError) as refused:
+        parse_example(json.dumps(record).encode(), 7)
+    assert refused.value.field == field and refused.value.line == 7
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda t: t["certification"].update(temperature=t["temperature"] * 2), "certification.temperature"),
+    (lambda t: t["certification"].update(split="dev_cal"), "certification.split"),
+    (lambda t: t["certification"].update(coverage=0.01), "certification.coverage"),
+    (lambda t: t["certification"].update(risk_upper_bound=0.99), "certification.risk_upper_bound"),
+    (lambda t: t["certification"].update(surprise=True), "certification.surprise"),
+    (lambda t: t["calibration"].update(split_sha256="00"), "calibration.split_sha256"),
+    (lambda t: t.update(escalate_threshold=0.5), "escalate_threshold"),
+])
+def test_certification_metadata_is_parsed_strictly(cli_run, tmp_path, change, field):
+    root = cli_run[0]
+    directory = tmp_path / "edited"
+    shutil.copytree(root / "head", directory)
+    config = json.loads(read_artifact_files(directory)["head_config"].data)
+    change(config["tasks"][0])
+    replace_pinned_file(directory, "head_config", canonical_json(config))
+    with pytest.raises(ArtifactError) as refused:
+        laya.load_artifact(directory)
+    assert refused.value.field == f"tasks[0].{field}", str(refused.value)
+
+
+def test_uncertified_task_loads_as_never_act(cli_run, tmp_path):
+    root = cli_run[0]
+    directory = tmp_path / "uncertified"
+    shutil.copytree(root / "head", directory)
+    config = json.loads(read_artifact_files(directory)["head_config"].data)
+    task = config["tasks"][0]
+    task["act_threshold"] = 1.0
+    task["certification"].update(certified=False, acted=0, errors=0, coverage=0.0, risk_upper_bound=1.0)
+    replace_pinned_file(directory, "head_config", canonical_json(config))
+    assert laya.load_artifact(directory).tasks["answer"].act_threshold == math.inf
