@@ -11,6 +11,7 @@ import click
 import laya
 from laya.errors import LayaError
 from laya.evolution.cli import evolve
+from laya.train_cli import train
 
 
 @click.group()
@@ -77,6 +78,7 @@ def info(artifact_dir: str) -> None:
 
 
 main.add_command(evolve)
+main.add_command(train)
 
 if __name__ == "__main__":
     main()

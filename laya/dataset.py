@@ -14,7 +14,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from laya.errors import LayaError, RequestError
 from laya.request import Request

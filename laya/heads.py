@@ -56,7 +56,7 @@ class HeadModule(nn.Module):
     def scores(self, states: torch.Tensor, rendered: Rendered, task: TaskInfo, check: CheckFn | None = None) -> torch.Tensor:
         x = states
         if self.kind == "transformer":
-            x = x + self.type_embeddings(torch.tensor(rendered.roles))
+            x = x + self.type_embeddings(torch.tensor(rendered.roles, device=states.device))
             for layer in self.layers:
                 if check is not None:
                     check()

@@ -17,6 +17,7 @@ import torch
 from laya.errors import FeaturePacketError
 
 from .digests import canonical_json, json_digest, sha256
+from .numerics import use_device
 from .packets import expected_binding, read_packet
 from .parent import HEAD_NAMES, read_parent
 from .prefix import full_prefix
@@ -31,19 +32,20 @@ def audit(rank: int, ws: Workspace, indices) -> dict[int, str]:
 
     Returns {microbatch index: certificate digest}.
     """
+    device = use_device(ws.exp.device)
     cfg, state, parent_digest = read_parent(ws.parent_file)
     if parent_digest != ws.parent_digest:
         raise FeaturePacketError("the parent file is not the committed parent", field="parent", file=str(ws.parent_file))
-    return {i: _certify(ws, i, cfg, state, parent_digest) for i in indices}
+    return {i: _certify(ws, i, cfg, state, parent_digest, device) for i in indices}
 
 
-def _certify(ws: Workspace, index: int, cfg, state: dict, parent_digest: str) -> str:
+def _certify(ws: Workspace, index: int, cfg, state: dict, parent_digest: str, device: torch.device) -> str:
     directory = ws.packet(index)
     mb = ws.microbatches[index]
     expected = expected_binding(ws, mb, tokenizer_digest=read_tokenizer_digest(ws.tokenizer_file),
                                 head_state={k: state[k] for k in HEAD_NAMES})
     streams, binding = read_packet(directory, expected, ws.exp.layout.streams)
-    recomputed = full_prefix(cfg, state, ws.exp.cut, mb.input_ids, "reference" in streams)
+    recomputed = full_prefix(cfg, state, ws.exp.cut, mb.input_ids, "reference" in streams, device)
     for name, tensor in recomputed.items():
         if not torch.equal(tensor, streams[name]):
             raise FeaturePacketError(f"stream {name!r} is not what the committed parent computes for this input",

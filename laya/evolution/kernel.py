@@ -7,16 +7,19 @@ replica of the output head. Per request the learner sends the exact padded
 microbatch's token ids to rank 0; activations then travel point to point
 0 -> 1 -> 2. The kernel does this on every update; production does it once per
 microbatch and writes feature packets.
+
+On CUDA (all ranks on one GPU) each rank computes on the device and gloo carries
+CPU copies: gloo's point-to-point ops take CPU tensors only, and the copy is
+part of what the kernel pays per update, as the hand-off between GPUs would be.
 """
 
 from __future__ import annotations
-
-import time
 
 import torch
 import torch.distributed as dist
 
 from .group import peak_rss_bytes
+from .numerics import clock, peak_device_bytes, use_device
 from .packets import expected_binding, write_packet
 from .parent import build_blocks, build_embed, build_head, read_parent
 from .prefix import run_blocks
@@ -34,7 +37,7 @@ class Wire:
         self.sent = 0
 
     def send(self, tensor: torch.Tensor, dst: int) -> None:
-        dist.send(tensor.contiguous(), dst)
+        dist.send(tensor.to("cpu").contiguous(), dst)
         self.sent += tensor.numel() * tensor.element_size()
 
     @staticmethod
@@ -50,42 +53,49 @@ def _act_shape(ws: Workspace) -> tuple[int, int, int]:
 
 
 @torch.no_grad()
-def _serve_prefix(rank: int, ws: Workspace, requests: int, wire: Wire) -> None:
+def _serve_prefix(rank: int, ws: Workspace, requests: int, wire: Wire, device: torch.device) -> None:
     """Owner loop: answer `requests` prefix requests with this rank's share of the parent."""
     cfg, state, _ = read_parent(ws.parent_file)
     cut, split = ws.exp.cut, ws.exp.owner_split
     if rank == OWNER_A:
-        embed, blocks = build_embed(cfg, state), build_blocks(cfg, state, range(split))
+        embed, blocks = build_embed(cfg, state).to(device), build_blocks(cfg, state, range(split)).to(device)
     else:
-        blocks = build_blocks(cfg, state, range(split, cut))
-        originals = build_blocks(cfg, state, range(cut, cfg.depth)) if "reference" in ws.exp.layout.streams else None
+        blocks = build_blocks(cfg, state, range(split, cut)).to(device)
+        originals = (build_blocks(cfg, state, range(cut, cfg.depth)).to(device)
+                     if "reference" in ws.exp.layout.streams else None)
     del state
     for _ in range(requests):
         if rank == OWNER_A:
-            ids = wire.recv((ws.exp.microbatch, cfg.seq_len), torch.int64, LEARNER)
+            ids = wire.recv((ws.exp.microbatch, cfg.seq_len), torch.int64, LEARNER).to(device)
             wire.send(run_blocks(blocks, embed(ids)), OWNER_B)
         else:
-            features = run_blocks(blocks, wire.recv(_act_shape(ws), torch.float32, OWNER_A))
+            features = run_blocks(blocks, wire.recv(_act_shape(ws), torch.float32, OWNER_A).to(device))
             wire.send(features, LEARNER)
             if originals is not None:
                 wire.send(run_blocks(originals, features), LEARNER)
 
 
 def _request(ws: Workspace, index: int, wire: Wire) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The CPU feature (and reference) stream of one microbatch, from the owners."""
     wire.send(ws.microbatches[index].input_ids, OWNER_A)
     features = wire.recv(_act_shape(ws), torch.float32, OWNER_B)
     reference = wire.recv(_act_shape(ws), torch.float32, OWNER_B) if "reference" in ws.exp.layout.streams else None
     return features, reference
 
 
+def _figures(start: float, wire: Wire, device: torch.device) -> dict:
+    return {"seconds": clock(device) - start, "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes(),
+            "peak_device": peak_device_bytes(device)}
+
+
 def produce(rank: int, ws: Workspace) -> dict:
     """Compute each distinct microbatch's prefix once, distributed, and write it as a packet."""
-    wire = Wire()
+    wire, device = Wire(), use_device(ws.exp.device)
     indices = sorted(set(ws.exp.schedule()))
     dist.barrier()
-    start = time.perf_counter()
+    start = clock(device)
     if rank != LEARNER:
-        _serve_prefix(rank, ws, len(indices), wire)
+        _serve_prefix(rank, ws, len(indices), wire, device)
     else:
         head, _ = read_tensors(ws.head_file)
         tokenizer = read_tokenizer_digest(ws.tokenizer_file)
@@ -95,34 +105,34 @@ def produce(rank: int, ws: Workspace) -> dict:
             binding = expected_binding(ws, ws.microbatches[i], tokenizer_digest=tokenizer, head_state=head)
             write_packet(ws.packet(i), binding, streams)
     dist.barrier()
-    return {"seconds": time.perf_counter() - start, "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes(),
-            "packets": len(indices)}
+    return _figures(start, wire, device) | {"packets": len(indices)}
 
 
 def run_kernel(rank: int, ws: Workspace, *, snapshots: bool = True) -> dict:
     """The incremental kernel: every update recomputes the prefix of its microbatch."""
-    wire = Wire()
+    wire, device = Wire(), use_device(ws.exp.device)
     schedule = ws.exp.schedule()
     if rank != LEARNER:
         dist.barrier()
-        start = time.perf_counter()
-        _serve_prefix(rank, ws, len(schedule), wire)
+        start = clock(device)
+        _serve_prefix(rank, ws, len(schedule), wire, device)
         dist.barrier()
-        return {"seconds": time.perf_counter() - start, "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes()}
+        return _figures(start, wire, device)
     cfg = ws.exp.config
-    head = build_head(cfg, read_tensors(ws.head_file)[0])
-    tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks)
+    head = build_head(cfg, read_tensors(ws.head_file)[0]).to(device)
+    tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
     opt = make_optimizer(tail, ws.exp.adam)
     records, seconds = [], []
     dist.barrier()
-    start = time.perf_counter()
+    start = clock(device)
     for update, index in enumerate(schedule):
-        t0 = time.perf_counter()
+        t0 = clock(device)
         features, reference = _request(ws, index, wire)
-        loss, grad_norm = train_step(tail, head, opt, features, reference, ws.microbatches[index], ws.exp.retention)
-        seconds.append(time.perf_counter() - t0)
+        loss, grad_norm = train_step(tail, head, opt, features.to(device),
+                                     None if reference is None else reference.to(device),
+                                     ws.microbatches[index], ws.exp.retention)
+        seconds.append(clock(device) - t0)
         records.append({"update": update, "microbatch": index, "loss": loss, "grad_norm": grad_norm,
                         "certificate": None} | (snapshot(tail, opt) if snapshots else {}))
     dist.barrier()
-    return {"seconds": time.perf_counter() - start, "update_seconds": seconds, "bytes_sent": wire.sent,
-            "peak_rss": peak_rss_bytes(), "records": records}
+    return _figures(start, wire, device) | {"update_seconds": seconds, "records": records}

@@ -62,9 +62,10 @@ def build_tail(config: ParentConfig, state: dict[str, torch.Tensor], blocks: int
 def objective(logits: torch.Tensor, hidden: torch.Tensor, reference: torch.Tensor | None, mb: Microbatch,
               retention_weight: float) -> torch.Tensor:
     """Weighted token cross-entropy, plus weight x MSE to the reference where there is one."""
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), mb.labels.reshape(-1), ignore_index=IGNORE,
-                         reduction="none").view_as(mb.weights)
-    loss = (ce * mb.weights).sum() / mb.weights.sum()
+    labels, weights = mb.labels.to(logits.device), mb.weights.to(logits.device)  # no-ops on CPU
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE,
+                         reduction="none").view_as(weights)
+    loss = (ce * weights).sum() / weights.sum()
     if reference is not None:
         loss = loss + retention_weight * (hidden - reference).pow(2).mean()
     return loss

@@ -7,13 +7,12 @@ own numeric profile, the exact microbatch, labels and weights) before it is used
 
 from __future__ import annotations
 
-import time
-
 from laya.errors import LayaError
 
 from .certify import check_certificate
 from .group import peak_rss_bytes
 from .layouts import build_tail
+from .numerics import clock, peak_device_bytes, use_device
 from .packets import expected_binding, read_packet
 from .parent import build_head
 from .train import make_optimizer, snapshot, train_step
@@ -41,26 +40,28 @@ def load_packets(ws: Workspace, head_state: dict, *, require_certificate: bool) 
 
 
 def learn(rank: int, ws: Workspace, *, require_certificate: bool = False, snapshots: bool = True) -> dict:
-    cfg = ws.exp.config
+    """Train the tail from reloaded packets on the experiment's device; per-update records and figures."""
+    cfg, device = ws.exp.config, use_device(ws.exp.device)
     size = sizes(ws)
     if size["learner_bytes"] >= size["parent_bytes"]:
         raise LayaError(f"learner ({size['learner_bytes']} bytes) is not smaller than the parent "
                         f"({size['parent_bytes']} bytes)")
     head_state = read_tensors(ws.head_file)[0]
-    head = build_head(cfg, head_state)
-    tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks)
+    head = build_head(cfg, head_state).to(device)
+    tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
     opt = make_optimizer(tail, ws.exp.adam)
-    t0 = time.perf_counter()
-    packets = load_packets(ws, head_state, require_certificate=require_certificate)
-    load_seconds = time.perf_counter() - t0
+    t0 = clock(device)
+    packets = {i: ({k: v.to(device) for k, v in streams.items()}, cert)
+               for i, (streams, cert) in load_packets(ws, head_state, require_certificate=require_certificate).items()}
+    load_seconds = clock(device) - t0
     records, seconds = [], []
     for update, index in enumerate(ws.exp.schedule()):
         streams, cert = packets[index]
-        t0 = time.perf_counter()
+        t0 = clock(device)
         loss, grad_norm = train_step(tail, head, opt, streams["features"], streams.get("reference"),
                                      ws.microbatches[index], ws.exp.retention)
-        seconds.append(time.perf_counter() - t0)
+        seconds.append(clock(device) - t0)
         records.append({"update": update, "microbatch": index, "loss": loss, "grad_norm": grad_norm,
                         "certificate": cert} | (snapshot(tail, opt) if snapshots else {}))
     return {"load_seconds": load_seconds, "update_seconds": seconds, "peak_rss": peak_rss_bytes(),
-            "records": records} | size
+            "peak_device": peak_device_bytes(device), "records": records} | size

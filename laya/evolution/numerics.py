@@ -7,6 +7,9 @@ and the profile that results is bound into every feature packet.
 
 from __future__ import annotations
 
+import os
+import time
+
 import torch
 
 
@@ -16,11 +19,39 @@ def pin_threads() -> None:
     torch.set_num_interop_threads(1)
 
 
-def numeric_profile() -> dict:
+def use_device(device: str) -> torch.device:
+    """Select the device a job computes on; on CUDA, force deterministic kernels and no TF32.
+
+    Every process of both arms runs on the same GPU with the same kernels, which is
+    what keeps CUDA results bitwise equal between them (CPU settings are untouched).
+    """
+    cuda = device == "cuda"
+    if cuda:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS first starts
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(cuda)  # workers are reused: a later CPU job gets the default back
+    return torch.device(device)
+
+
+def clock(device: torch.device) -> float:
+    """perf_counter after the device's queued work finished (CUDA runs asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def peak_device_bytes(device: torch.device) -> int | None:
+    """Peak bytes held by torch's CUDA allocator in this process; None on CPU."""
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+
+
+def numeric_profile(device: str = "cpu") -> dict:
     """What decides the bits of a forward pass here, read from the live process."""
     return {
         "dtype": "float32",
-        "device": "cpu",
+        "device": device,
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
         "torch": torch.__version__,

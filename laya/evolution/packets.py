@@ -35,7 +35,7 @@ def expected_binding(ws: Workspace, mb: Microbatch, *, tokenizer_digest: str, he
         "tokenizer": tokenizer_digest,
         "token_ids": mb.token_ids_digest(),
         "padding": json_digest(mb.padding()),
-        "numeric_profile": numeric_profile(),
+        "numeric_profile": numeric_profile(ws.exp.device),
         "cut_layer": ws.exp.cut,
         "layout": ws.exp.layout.describe(),
         "labels": tensor_digest(mb.labels),

@@ -19,10 +19,12 @@ def run_blocks(blocks: nn.ModuleList, hidden: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def full_prefix(config: ParentConfig, state: dict, cut: int, ids: torch.Tensor, with_reference: bool) -> dict[str, torch.Tensor]:
-    """Single-process prefix: the independent path the auditor uses."""
-    features = run_blocks(build_blocks(config, state, range(cut)), build_embed(config, state)(ids))
+def full_prefix(config: ParentConfig, state: dict, cut: int, ids: torch.Tensor, with_reference: bool,
+                device: torch.device = torch.device("cpu")) -> dict[str, torch.Tensor]:
+    """Single-process prefix on `device`: the independent path the auditor uses; CPU streams."""
+    features = run_blocks(build_blocks(config, state, range(cut)).to(device),
+                          build_embed(config, state).to(device)(ids.to(device)))
     streams = {"features": features}
     if with_reference:
-        streams["reference"] = run_blocks(build_blocks(config, state, range(cut, config.depth)), features)
-    return streams
+        streams["reference"] = run_blocks(build_blocks(config, state, range(cut, config.depth)).to(device), features)
+    return {k: v.to("cpu") for k, v in streams.items()}

@@ -39,12 +39,12 @@ def train_step(tail: nn.ModuleList, head: nn.Module, opt: torch.optim.Optimizer,
     loss.backward()
     grad_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in tail.parameters()]))
     opt.step()
-    return loss.detach().clone(), grad_norm.detach().clone()
+    return loss.detach().to("cpu", copy=True), grad_norm.detach().to("cpu", copy=True)
 
 
 def snapshot(tail: nn.Module, opt: torch.optim.Optimizer) -> dict:
-    """Copies of every parameter and its Adam state (step, exp_avg, exp_avg_sq)."""
-    params = {name: p.detach().clone() for name, p in tail.named_parameters()}
-    adam = {name: {k: opt.state[p][k].detach().clone() for k in ("step", "exp_avg", "exp_avg_sq")}
+    """CPU copies of every parameter and its Adam state (step, exp_avg, exp_avg_sq)."""
+    params = {name: p.detach().to("cpu", copy=True) for name, p in tail.named_parameters()}
+    adam = {name: {k: opt.state[p][k].detach().to("cpu", copy=True) for k in ("step", "exp_avg", "exp_avg_sq")}
             for name, p in tail.named_parameters()}
     return {"params": params, "adam": adam}

@@ -33,6 +33,7 @@ class Experiment:
     split: int | None = None     # owner rank 0 holds blocks [0, split), rank 1 the rest
     retention_weight: float = 0.5
     adam: AdamSettings = field(default_factory=AdamSettings)
+    device: str = "cpu"          # where every arm computes; tensors cross processes and files on the CPU
 
     @property
     def cut(self) -> int:

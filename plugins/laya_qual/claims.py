@@ -131,6 +131,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("bench.memory.shared-heads",
           "N heads on one shared base hold exactly (N-1) base copies fewer weight bytes than N "
           "standalone models; both totals are recorded."),
+    Claim("bench.learner.speedup",
+          "On a seed-shaped parent (seed-small), the feature learner and the 3-process distributed "
+          "kernel run side by side in one run are bitwise equal at every update and in the "
+          "serialized final tail; feature-production time, median per-update times of both arms, "
+          "bytes sent, peak memory, their speedup and the FLOP-model limit were recorded."),
     # --- train: frozen features, zero-layer heads, calibration, certification, export --
     Claim("train.store.identity",
           "A frozen feature store is refused (FeatureStoreMismatch naming the field) for a base "

@@ -92,3 +92,9 @@ def qualified_base_dir(request: pytest.FixtureRequest) -> Path | None:
     """`--laya-base DIR` if given: the base the qualified artifacts must share."""
     base = request.config.getoption("laya_base")
     return Path(base).resolve() if base else None
+
+
+@pytest.fixture(scope="session")
+def laya_device(request: pytest.FixtureRequest) -> str:
+    """`--laya-device`: where the runtime and the benchmark claims compute (cpu or cuda)."""
+    return request.config.getoption("laya_device")

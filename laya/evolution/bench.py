@@ -1,0 +1,80 @@
+"""Side-by-side figures of the distributed kernel and the feature learner, from one run.
+
+Shared by scripts/bench_evolution.py, scripts/gpu-probe.sh and the
+`bench.learner.speedup` claim so all three report the same figures the same way.
+Both arms keep per-update snapshots and are compared bitwise (every update, then
+the serialized final tail), so every figure comes from a run that was exact.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+from safetensors.torch import save as st_save
+
+from .accounting import flop_model, projection
+from .check import run_arms
+from .digests import sha256
+from .group import Group
+from .kernel import LEARNER
+from .layouts import Layout
+from .parent import CONFIGS
+from .workspace import Experiment, prepare
+
+
+def _final_tail_digest(records: list[dict]) -> str:
+    """sha256 of the last update's tail parameters serialized as safetensors."""
+    return sha256(st_save({k: v.contiguous() for k, v in records[-1]["params"].items()}))
+
+
+def bench(config_name: str, layout: str = "appended", *, updates: int = 8, microbatch: int = 4,
+          microbatches: int = 4, device: str = "cpu", certify: bool = True, group: Group | None = None,
+          timeout_s: float = 3600) -> dict:
+    """Run both arms on a fresh workspace and report; the learner always gets a fresh process.
+
+    `group` reuses a started 3-rank group (its start-up is not part of any figure, but
+    its peak RSS then covers everything it ran before); default: a fresh one.
+    """
+    exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
+                     microbatch=microbatch, microbatches=microbatches, device=device)
+    with tempfile.TemporaryDirectory(prefix="laya-bench-") as root, ExitStack() as stack:
+        group = group or stack.enter_context(Group(3, timeout_s=timeout_s))
+        local = stack.enter_context(Group(1, timeout_s=timeout_s))
+        result = run_arms(group, prepare(exp, Path(root)), certify=certify, learner_group=local,
+                          timeout_s=timeout_s)
+        baseline = [i["rss"] for i in group.start_info] + [local.start_info[0]["rss"]]
+    kernel, learner = result.kernel[LEARNER], result.learner
+    tails = [_final_tail_digest(kernel["records"]), _final_tail_digest(learner["records"])]
+    # the first update of each arm includes one-off allocator warm-up; report medians
+    figures = {
+        "config": config_name, "layout": layout, "device": device, "updates": updates,
+        "microbatch": microbatch, "microbatches": microbatches,
+        "compared_updates": len(result.rows),
+        "mismatches": [(r["update"], r["differences"][:4]) for r in result.rows if not r["equal"]],
+        "final_tail_sha256": tails, "final_tail_equal": tails[0] == tails[1],
+        "production_seconds": result.production[LEARNER]["seconds"],
+        "production_bytes_sent": sum(r["bytes_sent"] for r in result.production),
+        "kernel_update_seconds_median": statistics.median(kernel["update_seconds"]),
+        "learner_update_seconds_median": statistics.median(learner["update_seconds"]),
+        "kernel_update_seconds": kernel["update_seconds"], "learner_update_seconds": learner["update_seconds"],
+        "learner_packet_load_seconds": learner["load_seconds"],
+        "kernel_bytes_sent_per_update": sum(r["bytes_sent"] for r in result.kernel) / updates,
+        "peak_rss_bytes": {"owner0": result.kernel[0]["peak_rss"], "owner1": result.kernel[1]["peak_rss"],
+                           "kernel_learner_rank": kernel["peak_rss"], "feature_learner": learner["peak_rss"]},
+        "baseline_rss_bytes": {"owner0": baseline[0], "owner1": baseline[1], "kernel_learner_rank": baseline[2],
+                               "feature_learner": baseline[3]},
+        "peak_device_bytes": {"owner0": result.kernel[0].get("peak_device"),
+                              "owner1": result.kernel[1].get("peak_device"),
+                              "kernel_learner_rank": kernel.get("peak_device"),
+                              "feature_learner": learner.get("peak_device")},
+        "learner_bytes": learner["learner_bytes"], "parent_bytes": learner["parent_bytes"],
+        "packet_storage": projection(exp.config, exp.layout, batches=microbatches, microbatch=microbatch),
+        "flop_model": flop_model(exp.config, exp.layout),
+    }
+    figures["equal"] = (figures["compared_updates"] == updates and not figures["mismatches"]
+                        and figures["final_tail_equal"])
+    figures["speedup"] = figures["kernel_update_seconds_median"] / figures["learner_update_seconds_median"]
+    return figures

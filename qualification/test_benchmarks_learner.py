@@ -1,0 +1,33 @@
+"""The learner benchmark claim: the distributed kernel and the feature learner side by
+side in one run. The arms must be bitwise equal; speed is recorded, never asserted.
+The fixture times the whole side-by-side run once; the per-update medians over the
+schedule's 8 updates (4 microbatches, each used twice) are in extra_info."""
+
+from __future__ import annotations
+
+import pytest
+
+from laya.evolution.bench import bench
+
+CONFIG, LAYOUT, UPDATES, MICROBATCH, MICROBATCHES = "seed-small", "appended", 8, 2, 4
+SEED_SPEEDUP = 4.7  # the seed's GPU figure, the goal in DESIGN.md
+RECORDED = ("device", "config", "layout", "updates", "microbatch", "production_seconds", "production_bytes_sent",
+            "kernel_update_seconds_median", "learner_update_seconds_median", "kernel_update_seconds",
+            "learner_update_seconds", "kernel_bytes_sent_per_update", "peak_rss_bytes", "peak_device_bytes",
+            "learner_bytes", "parent_bytes", "final_tail_sha256")
+
+
+@pytest.mark.claim("bench.learner.speedup")
+def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
+    figures = benchmark.pedantic(
+        bench, args=(CONFIG, LAYOUT),
+        kwargs=dict(updates=UPDATES, microbatch=MICROBATCH, microbatches=MICROBATCHES, device=laya_device,
+                    certify=False, group=evolution_group, timeout_s=600),
+        rounds=1, iterations=1)
+    assert figures["compared_updates"] == UPDATES
+    assert not figures["mismatches"], f"kernel and learner differ: {figures['mismatches']}"
+    assert figures["final_tail_equal"], figures["final_tail_sha256"]
+    benchmark.extra_info.update({k: figures[k] for k in RECORDED})
+    benchmark.extra_info.update(speedup=round(figures["speedup"], 4),
+                                flop_model_limit=round(figures["flop_model"]["limit"], 4),
+                                seed_speedup=SEED_SPEEDUP)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# GPU probe (issue 8), one prepared script for a machine with a CUDA GPU.
+#  1. the 1.7B-shaped parent (parent-1.7b): the first four training batches repeated
+#     twice in each arm (8 Adam updates), both layouts; every update and the serialized
+#     final tail must be bitwise equal (bench_evolution.py exits 1 otherwise);
+#  2. the seed-shaped configuration (seed-cpu) for the 4.7x comparison;
+#  3. the benchmark claims on CUDA, as a signed report (laya-qual run ... -k bench).
+# Figures land as JSON/text under OUT (default reports/gpu-probe-<UTC time>); copy them
+# into docs/benchmarks.md. Needs ~30 GB host RAM and ~15 GB disk for parent-1.7b.
+# Usage: scripts/gpu-probe.sh [OUT]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-reports/gpu-probe-$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$out"
+[ -x .venv/bin/python ] || scripts/bootstrap test
+py=.venv/bin/python
+$py -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else
+        f"torch {torch.__version__} sees no CUDA device: install a CUDA build of torch into .venv")'
+export CUBLAS_WORKSPACE_CONFIG=:4096:8  # deterministic cuBLAS in every worker process
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+  $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+  grep -m1 "model name" /proc/cpuinfo; echo "cores $(nproc)"
+} | tee "$out/machine.txt"
+run() {  # name, then bench_evolution.py arguments
+  local name=$1; shift
+  $py scripts/bench_evolution.py --device cuda --json "$out/$name.json" "$@" | tee "$out/$name.txt"
+}
+for layout in appended fixed-tail; do
+  run "parent-1.7b-$layout" --config parent-1.7b --layout "$layout" --microbatch 4 --microbatches 4 --updates 8
+  run "seed-cpu-$layout" --config seed-cpu --layout "$layout"
+done
+.venv/bin/laya-qual run -n 0 --out "$out/bench.intoto.jsonl" -- --laya-device cuda -k bench 2>&1 | tee "$out/report.txt"
+echo "figures in $out"
