@@ -106,7 +106,7 @@ class Embeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
 
     def forward(self, token_ids: torch.Tensor, token_types: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(token_ids.shape[0])
+        positions = torch.arange(token_ids.shape[0], device=token_ids.device)
         x = self.word_embeddings(token_ids) + self.position_embeddings(positions)
         return self.LayerNorm(x + self.token_type_embeddings(token_types))
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import laya
 from laya.errors import Cancelled
 from laya_qual.synth import requests_for
 
-JOIN_SECONDS = 60
+JOIN_SECONDS = 20
 
 
 class CancelAfter:
@@ -84,6 +85,7 @@ def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
 
 
 @pytest.mark.claim("gate.concurrency")
+@settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # shrinking a race (or a hang) only repeats it
 @given(seed=st.integers(0, 2**32 - 1), data=st.data())
 def test_concurrent_requests_with_random_cancels(qualified_artifact, qualified_model, seed, data):
     requests = [data.draw(requests_for(qualified_model)) for _ in range(4)]
@@ -103,9 +105,10 @@ def test_concurrent_requests_with_random_cancels(qualified_artifact, qualified_m
     threads = [threading.Thread(target=run, args=(j, *job)) for j, job in enumerate(jobs)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + JOIN_SECONDS
     for thread in threads:
-        thread.join(JOIN_SECONDS)
-    assert not any(t.is_alive() for t in threads), "deadlock: threads still running"
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), f"deadlock: threads still running after {JOIN_SECONDS} s"
     for job_id, (index, cancels, _) in enumerate(jobs):
         if results[job_id] != "cancelled":
             assert results[job_id] == serial[index]

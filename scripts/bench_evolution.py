@@ -1,7 +1,7 @@
 """Side-by-side benchmark: distributed incremental kernel vs feature learner, one run, one config.
 
 Measures feature production time, distributed and local per-update times, bytes
-sent, per-process peak memory (ru_maxrss; the learner runs in its own fresh
+sent, per-process peak memory (VmHWM; the learner runs in its own fresh
 process) and the speedup of local over distributed updates, next to the
 FLOP-model limit (laya.evolution.bench). Both arms also keep per-update snapshots
 and are compared bitwise, so the figures are for runs that were exact.
@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from laya.evolution.bench import bench
+from laya.evolution.bench import bench, profile
 from laya.evolution.layouts import LAYOUTS
 from laya.evolution.parent import CONFIGS
 
@@ -28,6 +28,8 @@ def main() -> None:
     parser.add_argument("--microbatch", type=int, default=4)
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time the pieces of one update in one process (prefix forward, train step, top ops)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     figures = bench(args.config, args.layout, updates=args.updates, microbatch=args.microbatch,
@@ -49,6 +51,12 @@ def main() -> None:
     print(f"learner {figures['learner_bytes']} bytes < parent {figures['parent_bytes']} bytes")
     print(f"FLOP-model limit: {figures['flop_model']['limit']:.2f}x; goal 4.7x (seed, GPU)")
     print(f"speedup: {figures['speedup']:.2f}x")
+    if args.profile:
+        figures["profile"] = profile(args.config, args.layout, microbatch=args.microbatch, device=args.device)
+        print(f"profile, one process: prefix forward {figures['profile']['prefix_forward_seconds'] * 1e3:.1f} ms, "
+              f"train step {figures['profile']['train_step_seconds'] * 1e3:.1f} ms "
+              f"(head forward alone {figures['profile']['head_forward_seconds'] * 1e3:.1f} ms)")
+        print(f"train step, top ops by self {args.device} time (ms):", figures["profile"]["train_step_top_ops"])
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     raise SystemExit(0 if figures["equal"] else 1)

@@ -6,7 +6,7 @@
 #  2. the seed-shaped configuration (seed-cpu) for the 4.7x comparison;
 #  3. the benchmark claims on CUDA, as a signed report (laya-qual run ... -k bench).
 # Figures land as JSON/text under OUT (default reports/gpu-probe-<UTC time>); copy them
-# into docs/benchmarks.md. Needs ~30 GB host RAM and ~15 GB disk for parent-1.7b.
+# into docs/benchmarks.md. parent-1.7b needs ~64 GB host RAM and ~10 GB disk.
 # Usage: scripts/gpu-probe.sh [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ run() {  # name, then bench_evolution.py arguments
 }
 for layout in appended fixed-tail; do
   run "parent-1.7b-$layout" --config parent-1.7b --layout "$layout" --microbatch 4 --microbatches 4 --updates 8
-  run "seed-cpu-$layout" --config seed-cpu --layout "$layout"
+  run "seed-cpu-$layout" --config seed-cpu --layout "$layout" --profile
 done
 .venv/bin/laya-qual run -n 0 --out "$out/bench.intoto.jsonl" -- --laya-device cuda -k bench 2>&1 | tee "$out/report.txt"
 echo "figures in $out"

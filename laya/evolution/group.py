@@ -39,7 +39,16 @@ def _loads(data: bytes):
 
 
 def peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """Peak resident bytes of this process's own address space (VmHWM).
+
+    ru_maxrss is not used where /proc exists: Linux carries it across fork and exec,
+    so a spawned worker would report its orchestrator's peak as its own.
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _serve(rank: int, world: int, init_file: str, conn, timeout_s: float) -> None:

@@ -11,6 +11,7 @@ import os
 import time
 
 import torch
+import torch.utils.deterministic
 
 
 def pin_threads() -> None:
@@ -31,6 +32,8 @@ def use_device(device: str) -> torch.device:
         torch.backends.cudnn.benchmark = False
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        torch.cuda.reset_peak_memory_stats()  # peak figures are per job, not per reused worker
+        torch.utils.deterministic.fill_uninitialized_memory = False  # receive buffers are overwritten whole
     torch.use_deterministic_algorithms(cuda)  # workers are reused: a later CPU job gets the default back
     return torch.device(device)
 

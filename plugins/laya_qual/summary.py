@@ -52,9 +52,19 @@ def _environment(p: dict) -> str:
             f"threads {env['threads']['intra_op']}/{env['threads']['inter_op']}{commit}")
 
 
+def _figures(extra: dict, prefix: str = "") -> list[str]:
+    """Scalar figures as k=v (dicts flattened, floats to 4 digits); lists and nulls stay in the bundle."""
+    out = []
+    for k, v in extra.items():
+        if isinstance(v, dict):
+            out += _figures(v, f"{prefix}{k}.")
+        elif v is not None and not isinstance(v, list):
+            out.append(f"{prefix}{k}={v:.4g}" if isinstance(v, float) else f"{prefix}{k}={v}")
+    return out
+
+
 def _benchmark_row(b: dict) -> tuple[str, str, str, str]:
-    extra = ", ".join(f"{k}={v}" for k, v in b.get("extraInfo", {}).items())
-    return b["test"], duration(b["median"]), str(b["rounds"]), extra
+    return b["test"], duration(b["median"]), str(b["rounds"]), ", ".join(_figures(b.get("extraInfo", {})))
 
 
 def text(laya: dict, path: str, signature: str) -> str:
