@@ -118,6 +118,10 @@ def _parse_tokenizer(pinned, vocab_size: int) -> Tokenizer:
         tokenizer = Tokenizer.from_str(pinned.data.decode("utf-8"))
     except (UnicodeDecodeError, Exception) as exc:  # tokenizers raises a bare Exception on bad JSON
         raise ArtifactError(f"not a valid tokenizers JSON ({exc})", file=pinned.path) from None
+    # laya encodes unpadded pieces and refuses over-budget requests: a tokenizer's own
+    # batch padding or truncation settings must never apply (the bytes stay as pinned).
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     if size > vocab_size:
         raise ArtifactError(f"tokenizer has {size} tokens, the encoder embeds only {vocab_size}", file=pinned.path)

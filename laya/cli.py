@@ -11,6 +11,7 @@ import click
 import laya
 from laya.errors import LayaError
 from laya.evolution.cli import evolve
+from laya.importer import base
 from laya.train_cli import train
 
 
@@ -77,6 +78,7 @@ def info(artifact_dir: str) -> None:
         click.echo(f"  {role:16s} {pinned.sha256}  {pinned.path}")
 
 
+main.add_command(base)
 main.add_command(evolve)
 main.add_command(train)
 

@@ -15,16 +15,17 @@ from hypothesis import strategies as st
 import laya
 from laya.artifact import MANIFEST, ROLES
 from laya.errors import ArtifactError, DigestMismatch, UnsupportedAdapter
-from laya_qual.synth import artifact_configs, head_kinds, requests_for, seeds, write_artifact
+from laya_qual.synth import (
+    artifact_configs,
+    clone_artifact,
+    head_kinds,
+    requests_for,
+    rewrite_file,
+    seeds,
+    write_artifact,
+)
 
 function_scoped_ok = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def copy_artifact(src: Path, dst: Path) -> Path:
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst, symlinks=True)
-    return dst
 
 
 def manifest_entries(directory: Path) -> dict[str, dict]:
@@ -71,11 +72,11 @@ def test_qualified_artifact_roundtrip(qualified_artifact, qualified_model, data)
 @function_scoped_ok
 @given(where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255))
 def test_any_flipped_byte_is_refused(tmp_path, qualified_artifact, role, where, mask):
-    directory = copy_artifact(qualified_artifact, tmp_path / "tampered")
+    directory = clone_artifact(qualified_artifact, tmp_path / "tampered")
     path = directory / manifest_entries(directory)[role]["path"]
     data = bytearray(path.read_bytes())
     data[int(where * len(data))] ^= mask
-    path.write_bytes(bytes(data))
+    rewrite_file(path, bytes(data))
     with pytest.raises(DigestMismatch) as refused:
         laya.load_artifact(directory)
     assert refused.value.file == manifest_entries(directory)[role]["path"]
@@ -84,9 +85,9 @@ def test_any_flipped_byte_is_refused(tmp_path, qualified_artifact, role, where, 
 @pytest.mark.claim("artifact.tamper")
 @pytest.mark.parametrize("role", ROLES)
 def test_truncated_or_missing_file_is_refused(tmp_path, qualified_artifact, role):
-    directory = copy_artifact(qualified_artifact, tmp_path / "cut")
+    directory = clone_artifact(qualified_artifact, tmp_path / "cut")
     rel = manifest_entries(directory)[role]["path"]
-    (directory / rel).write_bytes((directory / rel).read_bytes()[:-1])
+    rewrite_file(directory / rel, (directory / rel).read_bytes()[:-1])
     with pytest.raises(DigestMismatch, match=rel):
         laya.load_artifact(directory)
     (directory / rel).unlink()
@@ -97,13 +98,13 @@ def test_truncated_or_missing_file_is_refused(tmp_path, qualified_artifact, role
 def _rewrite_manifest(directory: Path, edit) -> None:
     manifest = json.loads((directory / MANIFEST).read_text())
     edit(manifest)
-    (directory / MANIFEST).write_text(json.dumps(manifest))
+    rewrite_file(directory / MANIFEST, json.dumps(manifest).encode())
 
 
 @pytest.mark.claim("artifact.paths")
 @pytest.mark.parametrize("bad", ["../encoder.safetensors", "/etc/passwd", "a/../../x", "./head.json", "a//b", "C:/x"])
 def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
-    directory = copy_artifact(qualified_artifact, tmp_path / "escape")
+    directory = clone_artifact(qualified_artifact, tmp_path / "escape")
 
     def point_head_at_bad_path(manifest):
         next(e for e in manifest["files"] if e["role"] == "head_config")["path"] = bad
@@ -117,7 +118,7 @@ def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
 @pytest.mark.parametrize("role", ROLES)
 def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
     """Even a symlink to byte-identical content is refused: the bytes must live inside."""
-    directory = copy_artifact(qualified_artifact, tmp_path / "linked")
+    directory = clone_artifact(qualified_artifact, tmp_path / "linked")
     rel = manifest_entries(directory)[role]["path"]
     outside = tmp_path / "outside.bin"
     shutil.copyfile(directory / rel, outside)
@@ -138,7 +139,7 @@ def test_symlinked_artifact_directory_is_refused(tmp_path, qualified_artifact):
 @pytest.mark.claim("artifact.unlisted")
 @pytest.mark.parametrize("name", ["extra.bin", "sub/extra.json", "README"])
 def test_unlisted_file_is_refused(tmp_path, qualified_artifact, name):
-    directory = copy_artifact(qualified_artifact, tmp_path / "extra")
+    directory = clone_artifact(qualified_artifact, tmp_path / "extra")
     (directory / name).parent.mkdir(parents=True, exist_ok=True)
     (directory / name).write_bytes(b"not in the manifest")
     with pytest.raises(ArtifactError, match="not listed"):
@@ -156,7 +157,7 @@ json_values = st.recursive(
 @function_scoped_ok
 @given(payload=json_values)
 def test_non_null_adapter_is_refused(tmp_path, qualified_artifact, payload):
-    directory = copy_artifact(qualified_artifact, tmp_path / "adapter")
+    directory = clone_artifact(qualified_artifact, tmp_path / "adapter")
     _rewrite_manifest(directory, lambda manifest: manifest.__setitem__("adapter", payload))
     with pytest.raises(UnsupportedAdapter, match="adapter"):
         laya.load_artifact(directory)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,14 @@ from safetensors.torch import save as save_safetensors
 import laya
 from laya.artifact import canonical_json, read_artifact_files
 from laya.errors import LayaError, PinMismatch, UnknownAdapter, UnsupportedAdapter
-from laya_qual.synth import artifact_configs, replace_pinned_file, requests_for, seeds
+from laya_qual.synth import (
+    artifact_configs,
+    clone_artifact,
+    replace_pinned_file,
+    requests_for,
+    rewrite_file,
+    seeds,
+)
 
 KINDS = ("float32", "int8", "transformer")
 
@@ -102,8 +108,7 @@ PIN_EDITS = {
 def test_every_base_pin_is_enforced(tmp_path_factory, qualified_artifact, qualified_base_dir, pin, where):
     """Same dimensions, one pinned base file different: refused, naming that pin."""
     base = laya.load_artifact_base(qualified_artifact, qualified_base_dir)
-    directory = tmp_path_factory.mktemp("pin") / "head"
-    shutil.copytree(qualified_artifact, directory)
+    directory = clone_artifact(qualified_artifact, tmp_path_factory.mktemp("pin") / "head")
     role, edit = PIN_EDITS[pin]
     original = read_artifact_files(directory)[role]
     replace_pinned_file(directory, role, edit(original.data, where))
@@ -126,11 +131,10 @@ def test_depth_pin_is_enforced(artifact_factory, seed, depth):
 @pytest.mark.claim("adapter.refuse.shared")
 @given(payload=st.dictionaries(st.text(max_size=4), st.integers(), min_size=0, max_size=2) | st.just("lora"))
 def test_shared_loaders_refuse_adapter_payloads(tmp_path_factory, qualified_artifact, payload):
-    directory = tmp_path_factory.mktemp("adapter") / "head"
-    shutil.copytree(qualified_artifact, directory)
+    directory = clone_artifact(qualified_artifact, tmp_path_factory.mktemp("adapter") / "head")
     manifest = json.loads((directory / "manifest.json").read_text())
     manifest["adapter"] = payload
-    (directory / "manifest.json").write_text(json.dumps(manifest))
+    rewrite_file(directory / "manifest.json", json.dumps(manifest).encode())
     with pytest.raises(UnsupportedAdapter):
         laya.load_artifact_base(directory)
     base = laya.load_artifact_base(qualified_artifact)
@@ -157,8 +161,7 @@ def test_only_explicit_known_adapters_serve(qualified_artifact, qualified_model,
 def test_calibration_stays_private(tmp_path_factory, artifact_factory, seed, temperature, act, escalate, data):
     """Two heads with same-named tasks; recalibrating one leaves the other bitwise alone."""
     first = artifact_factory(seed=seed, head_kind="float32", base_seed=5)
-    second = tmp_path_factory.mktemp("recalibrated") / "head"
-    shutil.copytree(artifact_factory(seed=seed, head_kind="float32", base_seed=5), second)
+    second = clone_artifact(first, tmp_path_factory.mktemp("recalibrated") / "head")
     config = json.loads(read_artifact_files(second)["head_config"].data)
     for task in config["tasks"]:
         task.update(temperature=temperature, act_threshold=act, escalate_threshold=escalate)
