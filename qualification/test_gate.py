@@ -75,7 +75,7 @@ def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
             outcome.append("cancelled")
 
     with adapters.base.gate.hold():
-        thread = threading.Thread(target=waiter)
+        thread = threading.Thread(target=waiter, daemon=True)
         thread.start()
         cancel.set()
         thread.join(JOIN_SECONDS)
@@ -102,7 +102,7 @@ def test_concurrent_requests_with_random_cancels(qualified_artifact, qualified_m
         except Cancelled:
             results[job_id] = "cancelled"
 
-    threads = [threading.Thread(target=run, args=(j, *job)) for j, job in enumerate(jobs)]
+    threads = [threading.Thread(target=run, args=(j, *job), daemon=True) for j, job in enumerate(jobs)]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + JOIN_SECONDS
