@@ -114,10 +114,11 @@ def canonical_json(obj: Any) -> bytes:
 
 def parse_json_object(pinned: PinnedFile) -> dict[str, Any]:
     """Parse a pinned JSON file from the bytes that were hashed."""
-    return _loads_object(pinned.data, pinned.path)
+    return loads_json_object(pinned.data, pinned.path)
 
 
-def _loads_object(data: bytes, path: str) -> dict[str, Any]:
+def loads_json_object(data: bytes, path: str) -> dict[str, Any]:
+    """A JSON object from UTF-8 bytes, or ArtifactError naming ``path``."""
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -128,7 +129,7 @@ def _loads_object(data: bytes, path: str) -> dict[str, Any]:
 
 
 def _parse_manifest(data: bytes) -> dict[str, Any]:
-    manifest = _loads_object(data, MANIFEST)
+    manifest = loads_json_object(data, MANIFEST)
     if "adapter" not in manifest:
         raise ArtifactError("missing field (artifact-v1 requires `adapter: null`)", file=MANIFEST, field="adapter")
     if manifest["adapter"] is not None:

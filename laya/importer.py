@@ -23,8 +23,8 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from tokenizers import Tokenizer
 
-from laya.artifact import (ArtifactFiles, PinnedFile, canonical_json, read_artifact_files, sha256_hex,
-                           write_artifact_files)
+from laya.artifact import (ArtifactFiles, PinnedFile, canonical_json, loads_json_object, read_artifact_files,
+                           sha256_hex, write_artifact_files)
 from laya.base import VerifiedBase
 from laya.config import SEQUENCE_FORMAT_NAME
 from laya.encoder import EncoderConfig, encoder_parameter_shapes
@@ -48,7 +48,7 @@ def import_bert_base(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     """Write the base of the checkpoint in ``hf_dir`` to ``out_dir`` (new or empty); return it."""
     source = Path(hf_dir)
     config_bytes, weights_bytes, tokenizer_bytes = (_read(source, name) for name in (CONFIG, WEIGHTS, TOKENIZER))
-    config = encoder_config(json_object(config_bytes, CONFIG))
+    config = encoder_config(loads_json_object(config_bytes, CONFIG))
     tokenizer = _tokenizer(tokenizer_bytes, config.vocab_size)
     special = special_token_ids(tokenizer, option_markers)
     tensors = encoder_tensors(weights_bytes, config)
@@ -70,16 +70,6 @@ def import_bert_base(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     VerifiedBase(ArtifactFiles(Path(out_dir), {role: PinnedFile(role, rel, data, sha256_hex(data))
                                                for role, (rel, data) in files.items()}))
     return write_artifact_files(out_dir, files)
-
-
-def json_object(data: bytes, file: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"not valid UTF-8 JSON ({exc})", file=file) from None
-    if not isinstance(obj, dict):
-        raise ArtifactError("top level must be a JSON object", file=file)
-    return obj
 
 
 def encoder_config(hf: dict[str, Any]) -> EncoderConfig:

@@ -63,6 +63,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     import torch
 
+    if not config.getoption("hypothesis_profile", None):
+        # Hypothesis loads its own `ci` profile when $CI is set; the suite's budget is ours.
+        settings.load_profile("default")
     torch.set_num_threads(max(1, config.getoption("laya_threads")))
     if config.getoption("laya_device") == "cuda":
         if not torch.cuda.is_available():
