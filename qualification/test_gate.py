@@ -49,15 +49,18 @@ def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_mod
     with pytest.raises(Cancelled):
         adapters.predict("h", request, cancel=CancelAfter(fire_at))
     assert adapters.cache_stats().entries == 0
-    after = adapters.predict("h", request, cancel=threading.Event())  # never set: completes
+    token = threading.Event()
+    after = adapters.predict("h", request, cancel=token)
+    token.set()  # cancelling after the forward returned changes neither the result nor the cache
     expected = qualified_model.predict(request)
     assert torch.equal(torch.tensor(after.probabilities), torch.tensor(expected.probabilities))
-    done = threading.Event()
-    done.set()  # cancelling after the forward returned changes nothing
     assert adapters.cache_stats().entries == 1
     with pytest.raises(Cancelled):
-        adapters.predict("h", request, cancel=done)  # set before: refused at the gate, even on a hit
+        adapters.predict("h", request, cancel=token)  # set before: refused at the gate, even on a hit
     assert adapters.cache_stats().hits == 0
+    hit = adapters.predict("h", request)
+    assert adapters.cache_stats().hits == 1
+    assert torch.equal(torch.tensor(hit.probabilities), torch.tensor(expected.probabilities))
 
 
 @pytest.mark.claim("gate.cancel.no-poison")
