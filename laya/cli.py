@@ -66,7 +66,7 @@ def info(artifact_dir: str) -> None:
 
     try:
         files = read_artifact_files(artifact_dir)
-        model = laya.load_artifact(artifact_dir)
+        model = laya.Model(files, laya.VerifiedBase(files))  # the bytes just read, not a second read
     except LayaError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"artifact {artifact_dir}: head {model.kind}, digest {model.digest}")
