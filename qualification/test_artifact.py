@@ -32,7 +32,7 @@ def manifest_entries(directory: Path) -> dict[str, dict]:
     return {e["role"]: e for e in json.loads((directory / MANIFEST).read_text())["files"]}
 
 
-@pytest.mark.claim("artifact.roundtrip")
+@pytest.mark.laya_claim("artifact.roundtrip")
 @given(seed=seeds(), kind=head_kinds(), config=artifact_configs(), data=st.data())
 def test_synthetic_roundtrip_is_deterministic(artifact_factory, seed, kind, config, data):
     directory = artifact_factory(seed=seed, head_kind=kind, **config)
@@ -45,7 +45,7 @@ def test_synthetic_roundtrip_is_deterministic(artifact_factory, seed, kind, conf
     assert a.head_digest == c.head_digest
 
 
-@pytest.mark.claim("artifact.roundtrip")
+@pytest.mark.laya_claim("artifact.roundtrip")
 @function_scoped_ok
 @given(seed=seeds(), kind=head_kinds())
 def test_synthetic_writer_is_byte_deterministic(tmp_path, seed, kind):
@@ -57,7 +57,7 @@ def test_synthetic_writer_is_byte_deterministic(tmp_path, seed, kind):
         assert (one / name).read_bytes() == (two / name).read_bytes(), name
 
 
-@pytest.mark.claim("artifact.roundtrip")
+@pytest.mark.laya_claim("artifact.roundtrip")
 @given(data=st.data())
 def test_qualified_artifact_roundtrip(qualified_artifact, qualified_model, data):
     request = data.draw(requests_for(qualified_model))
@@ -67,7 +67,7 @@ def test_qualified_artifact_roundtrip(qualified_artifact, qualified_model, data)
     assert a.decision == b.decision
 
 
-@pytest.mark.claim("artifact.tamper")
+@pytest.mark.laya_claim("artifact.tamper")
 @pytest.mark.parametrize("role", ROLES)
 @function_scoped_ok
 @given(where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255))
@@ -82,7 +82,7 @@ def test_any_flipped_byte_is_refused(tmp_path, qualified_artifact, role, where, 
     assert refused.value.file == manifest_entries(directory)[role]["path"]
 
 
-@pytest.mark.claim("artifact.tamper")
+@pytest.mark.laya_claim("artifact.tamper")
 @pytest.mark.parametrize("role", ROLES)
 def test_truncated_or_missing_file_is_refused(tmp_path, qualified_artifact, role):
     directory = clone_artifact(qualified_artifact, tmp_path / "cut")
@@ -101,7 +101,7 @@ def _rewrite_manifest(directory: Path, edit) -> None:
     rewrite_file(directory / MANIFEST, json.dumps(manifest).encode())
 
 
-@pytest.mark.claim("artifact.paths")
+@pytest.mark.laya_claim("artifact.paths")
 @pytest.mark.parametrize("bad", ["../encoder.safetensors", "/etc/passwd", "a/../../x", "./head.json", "a//b", "C:/x"])
 def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
     directory = clone_artifact(qualified_artifact, tmp_path / "escape")
@@ -114,7 +114,7 @@ def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
         laya.load_artifact(directory)
 
 
-@pytest.mark.claim("artifact.paths")
+@pytest.mark.laya_claim("artifact.paths")
 @pytest.mark.parametrize("role", ROLES)
 def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
     """Even a symlink to byte-identical content is refused: the bytes must live inside."""
@@ -128,7 +128,7 @@ def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
         laya.load_artifact(directory)
 
 
-@pytest.mark.claim("artifact.paths")
+@pytest.mark.laya_claim("artifact.paths")
 def test_symlinked_artifact_directory_is_refused(tmp_path, qualified_artifact):
     link = tmp_path / "link"
     link.symlink_to(qualified_artifact, target_is_directory=True)
@@ -136,7 +136,7 @@ def test_symlinked_artifact_directory_is_refused(tmp_path, qualified_artifact):
         laya.load_artifact(link)
 
 
-@pytest.mark.claim("artifact.unlisted")
+@pytest.mark.laya_claim("artifact.unlisted")
 @pytest.mark.parametrize("name", ["extra.bin", "sub/extra.json", "README"])
 def test_unlisted_file_is_refused(tmp_path, qualified_artifact, name):
     directory = clone_artifact(qualified_artifact, tmp_path / "extra")
@@ -153,7 +153,7 @@ json_values = st.recursive(
 )
 
 
-@pytest.mark.claim("adapter.refuse.standalone")
+@pytest.mark.laya_claim("adapter.refuse.standalone")
 @function_scoped_ok
 @given(payload=json_values)
 def test_non_null_adapter_is_refused(tmp_path, qualified_artifact, payload):

@@ -33,7 +33,7 @@ def record(benchmark, medians: dict[str, float], **ratios: float) -> None:
     benchmark.extra_info.update({k: round(v, 4) for k, v in ratios.items()})
 
 
-@pytest.mark.claim("bench.cache.hit-vs-miss")
+@pytest.mark.laya_claim("bench.cache.hit-vs-miss")
 def test_cache_hit_vs_miss(benchmark, bench_heads, laya_device):
     cold = laya.open_adapters({"h": bench_heads["float32"]}, base=on_device(bench_heads["float32"], laya_device))
     warm = laya.open_adapters({"h": bench_heads["float32"]}, base=on_device(bench_heads["float32"], laya_device),
@@ -46,7 +46,7 @@ def test_cache_hit_vs_miss(benchmark, bench_heads, laya_device):
     assert warm.cache_stats().misses == 1
 
 
-@pytest.mark.claim("bench.runtime.overhead")
+@pytest.mark.laya_claim("bench.runtime.overhead")
 def test_runtime_overhead_over_bare_torch(benchmark, bench_heads, laya_device):
     adapters = laya.open_adapters({"h": bench_heads["float32"]}, base=on_device(bench_heads["float32"], laya_device))
     head = adapters.heads["h"]
@@ -72,7 +72,7 @@ def test_runtime_overhead_over_bare_torch(benchmark, bench_heads, laya_device):
     benchmark.pedantic(adapters.predict, args=("h", REQUEST), rounds=ROUNDS, warmup_rounds=1)
 
 
-@pytest.mark.claim("bench.int8.cost")
+@pytest.mark.laya_claim("bench.int8.cost")
 def test_int8_vs_float32_head(benchmark, bench_heads, laya_device):
     base = on_device(bench_heads["float32"], laya_device)
     adapters = laya.open_adapters(bench_heads, base=base, cache_bytes=1 << 26)
@@ -83,7 +83,7 @@ def test_int8_vs_float32_head(benchmark, bench_heads, laya_device):
     benchmark.pedantic(adapters.predict, args=("int8", REQUEST), rounds=ROUNDS, warmup_rounds=1)
 
 
-@pytest.mark.claim("bench.memory.shared-heads")
+@pytest.mark.laya_claim("bench.memory.shared-heads")
 @pytest.mark.parametrize("heads", [16])
 def test_memory_of_shared_heads(benchmark, artifact_factory, heads):
     dirs = {f"h{i}": artifact_factory(seed=100 + i, head_kind="float32", base_seed=9, **CONFIG) for i in range(heads)}

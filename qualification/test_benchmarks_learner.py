@@ -17,7 +17,7 @@ RECORDED = ("device", "config", "layout", "updates", "microbatch", "production_s
             "learner_bytes", "parent_bytes", "final_tail_sha256")
 
 
-@pytest.mark.claim("bench.learner.speedup")
+@pytest.mark.laya_claim("bench.learner.speedup")
 def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
     figures = benchmark.pedantic(
         bench, args=(CONFIG, LAYOUT),

@@ -23,7 +23,7 @@ def states_for(ids: tuple[int, ...], hidden: int = 4) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.float32)[:, None].repeat(1, hidden) + 0.5
 
 
-@pytest.mark.claim("cache.keys.exact")
+@pytest.mark.laya_claim("cache.keys.exact")
 @given(ids=token_sequences, position=st.integers(0, 11), other=st.integers(0, 50), extra=st.integers(0, 50))
 def test_keys_are_exact_sequences(ids, position, other, extra):
     cache = EncoderStateCache(1 << 20)
@@ -39,7 +39,7 @@ def test_keys_are_exact_sequences(ids, position, other, extra):
     assert torch.equal(cache.get((IDENTITY, ids)), states_for(ids))
 
 
-@pytest.mark.claim("cache.keys.exact")
+@pytest.mark.laya_claim("cache.keys.exact")
 @given(data=st.data())
 def test_requests_differing_in_one_token_do_not_share(qualified_artifact, qualified_model, data):
     adapters = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact, cache_bytes=1 << 24)
@@ -104,11 +104,11 @@ class LruCacheMachine(RuleBasedStateMachine):
             self.hits, self.misses, self.evictions, len(self.model), sum(self.model.values()))
 
 
-TestLruEviction = pytest.mark.claim("cache.eviction")(LruCacheMachine.TestCase)
+TestLruEviction = pytest.mark.laya_claim("cache.eviction")(LruCacheMachine.TestCase)
 TestLruEviction.settings = settings(max_examples=40, stateful_step_count=25)
 
 
-@pytest.mark.claim("cache.copies")
+@pytest.mark.laya_claim("cache.copies")
 @given(ids=token_sequences, scale=st.floats(-10, 10).filter(lambda x: x != 1.0))
 def test_cache_holds_copies(ids, scale):
     cache = EncoderStateCache(1 << 20)
@@ -121,7 +121,7 @@ def test_cache_holds_copies(ids, scale):
     assert torch.equal(cache.get((IDENTITY, ids)), states_for(ids))
 
 
-@pytest.mark.claim("cache.bypass")
+@pytest.mark.laya_claim("cache.bypass")
 @given(data=st.data())
 def test_capture_bypasses_the_cache(qualified_artifact, qualified_model, data):
     adapters = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact, cache_bytes=1 << 24)

@@ -37,7 +37,7 @@ def checks_in_a_forward(adapters, request) -> int:
     return counter.checked
 
 
-@pytest.mark.claim("gate.cancel.no-poison")
+@pytest.mark.laya_claim("gate.cancel.no-poison")
 @given(data=st.data())
 def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_model, data):
     request = data.draw(requests_for(qualified_model))
@@ -63,7 +63,7 @@ def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_mod
     assert torch.equal(torch.tensor(hit.probabilities), torch.tensor(expected.probabilities))
 
 
-@pytest.mark.claim("gate.cancel.no-poison")
+@pytest.mark.laya_claim("gate.cancel.no-poison")
 def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
     from hypothesis import find
 
@@ -87,7 +87,7 @@ def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
     assert adapters.cache_stats() == laya.CacheStats(0, 0, 0, 0, 0)
 
 
-@pytest.mark.claim("gate.concurrency")
+@pytest.mark.laya_claim("gate.concurrency")
 @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # shrinking a race (or a hang) only repeats it
 @given(seed=st.integers(0, 2**32 - 1), data=st.data())
 def test_concurrent_requests_with_random_cancels(qualified_artifact, qualified_model, seed, data):

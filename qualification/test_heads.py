@@ -23,7 +23,7 @@ def centered_scores(probabilities: tuple[float, ...], temperature: float) -> tor
     return logp - logp.mean()
 
 
-@pytest.mark.claim("heads.parity.int8")
+@pytest.mark.laya_claim("heads.parity.int8")
 @given(seed=seeds(), config=artifact_configs(), data=st.data())
 def test_int8_head_tracks_its_float32_source(artifact_factory, load_model, seed, config, data):
     config = {k: v for k, v in config.items() if k != "head_layers"}
@@ -74,13 +74,13 @@ def assert_calibrated(directory, model, request) -> None:
     assert prediction.decision == ("act" if should_act else "escalate")
 
 
-@pytest.mark.claim("heads.calibration")
+@pytest.mark.laya_claim("heads.calibration")
 @given(data=st.data())
 def test_qualified_artifact_calibration(qualified_artifact, qualified_model, data):
     assert_calibrated(qualified_artifact, qualified_model, data.draw(requests_for(qualified_model)))
 
 
-@pytest.mark.claim("heads.calibration")
+@pytest.mark.laya_claim("heads.calibration")
 @given(seed=seeds(), kind=st.sampled_from(["float32", "int8"]), temperature=st.floats(0.05, 5),
        act=st.floats(0.2, 0.9), escalate=st.floats(0.05, 0.6), data=st.data())
 def test_calibration_over_random_thresholds(artifact_factory, load_model, seed, kind, temperature, act, escalate, data):

@@ -14,7 +14,7 @@ import laya
 from laya_qual.synth import requests_for
 
 
-@pytest.mark.claim("jsonl.selectors")
+@pytest.mark.laya_claim("jsonl.selectors")
 def test_jsonl_selectors_end_to_end(artifact_factory, load_model):
     first = artifact_factory(seed=11, head_kind="float32", base_seed=3)
     second = artifact_factory(seed=12, head_kind="transformer", base_seed=3)

@@ -23,7 +23,7 @@ def _forge_parent_claim(packet_dir: Path, parent_digest: str) -> None:
         manifest_path.write_text(json.dumps(manifest))
 
 
-@pytest.mark.claim("learner.certify.parent")
+@pytest.mark.laya_claim("learner.certify.parent")
 def test_audit_catches_features_from_another_parent(evolution_group, evolution_workspaces, tmp_path):
     ws = evolution_workspaces.fresh(evolution_workspaces.produced("fixed-tail").exp)
     evolution_group.run(produce, ws)
@@ -52,7 +52,7 @@ def test_audit_catches_features_from_another_parent(evolution_group, evolution_w
     assert info.value.field == "certificate", str(info.value)
 
 
-@pytest.mark.claim("learner.certify.binding")
+@pytest.mark.laya_claim("learner.certify.binding")
 def test_learner_requires_matching_certificate(evolution_group, evolution_workspaces):
     base = evolution_workspaces.produced("appended")
     ws = base.with_(packet_dir=Path(tempfile.mkdtemp(dir=evolution_workspaces.root)) / "packets")

@@ -40,13 +40,13 @@ def _assert_exact(group, workspaces, exp: Experiment) -> None:
     assert all(rec["certificate"] == result.certificates[rec["microbatch"]] for rec in result.learner["records"])
 
 
-@pytest.mark.claim("learner.exact.appended")
+@pytest.mark.laya_claim("learner.exact.appended")
 @given(exp=experiments("appended"))
 def test_appended_layout_is_bitwise_exact(evolution_group, evolution_workspaces, exp):
     _assert_exact(evolution_group, evolution_workspaces, exp)
 
 
-@pytest.mark.claim("learner.exact.fixed-tail")
+@pytest.mark.laya_claim("learner.exact.fixed-tail")
 @given(exp=experiments("fixed-tail"))
 def test_fixed_tail_control_is_bitwise_exact(evolution_group, evolution_workspaces, exp):
     _assert_exact(evolution_group, evolution_workspaces, exp)

@@ -31,7 +31,7 @@ def long_workspace(evolution_workspaces):
     return evolution_workspaces.fresh(Experiment(updates=4000))
 
 
-@pytest.mark.claim("learner.group.bounded")
+@pytest.mark.laya_claim("learner.group.bounded")
 def test_dead_rank_raises_and_stops_the_group(long_workspace):
     with Group(3, timeout_s=60.0) as group:
         pids = [info["pid"] for info in group.start_info]
@@ -44,7 +44,7 @@ def test_dead_rank_raises_and_stops_the_group(long_workspace):
         assert all(_gone(pid) for pid in pids)
 
 
-@pytest.mark.claim("learner.group.bounded")
+@pytest.mark.laya_claim("learner.group.bounded")
 def test_late_job_raises_and_stops_the_worker(evolution_workspaces):
     ws = evolution_workspaces.produced("appended")
     late = ws.with_(exp=dataclasses.replace(ws.exp, updates=1_000_000))

@@ -22,7 +22,7 @@ def _packet_digest(ws, index: int) -> str:
     return json_digest(json.loads((ws.packet(index) / "binding.json").read_text())["binding"])
 
 
-@pytest.mark.claim("learner.regroup")
+@pytest.mark.laya_claim("learner.regroup")
 def test_regrouped_examples_are_different_packets(evolution_group, evolution_workspaces):
     exp = Experiment(layout=Layout("appended"), microbatch=2, microbatches=2, updates=8)
     original = evolution_workspaces.fresh(exp)
@@ -40,7 +40,7 @@ def test_regrouped_examples_are_different_packets(evolution_group, evolution_wor
         assert info.value.field == "token_ids", str(info.value)
 
 
-@pytest.mark.claim("learner.smaller")
+@pytest.mark.laya_claim("learner.smaller")
 @pytest.mark.parametrize("layout", ["appended", "fixed-tail"])
 def test_learner_is_smaller_than_parent(evolution_group, evolution_workspaces, layout):
     ws = evolution_workspaces.produced(layout)
@@ -57,7 +57,7 @@ def test_learner_is_smaller_than_parent(evolution_group, evolution_workspaces, l
         assert size["learner_bytes"] < size["parent_bytes"], (config, size)
 
 
-@pytest.mark.claim("learner.smaller")
+@pytest.mark.laya_claim("learner.smaller")
 def test_learner_not_smaller_is_refused(evolution_group, evolution_workspaces):
     ws = evolution_workspaces.produced("appended")
     too_big = ws.with_(exp=dataclasses.replace(ws.exp, layout=Layout("appended", tail_blocks=ws.exp.config.depth + 1)))

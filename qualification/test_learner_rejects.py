@@ -62,14 +62,14 @@ def base(evolution_group, evolution_workspaces):
     return produced
 
 
-@pytest.mark.claim("learner.rejects.parent")
+@pytest.mark.laya_claim("learner.rejects.parent")
 def test_other_parent_refused(evolution_group, evolution_workspaces, base, tmp_path):
     ws = base["fixed-tail"]
     other = write_parent(tmp_path / "other.safetensors", ws.exp.config, init_parent(ws.exp.config, seed=99))
     _assert_only(_refused(evolution_group, ws.with_(parent_digest=other)), "parent")
 
 
-@pytest.mark.claim("learner.rejects.tokenizer")
+@pytest.mark.laya_claim("learner.rejects.tokenizer")
 def test_other_tokenizer_refused(evolution_group, base, tmp_path):
     ws = base["fixed-tail"]
     lowercasing = make_tokenizer(ws.exp.config.vocab, lowercase=True)  # same ids for these texts
@@ -77,7 +77,7 @@ def test_other_tokenizer_refused(evolution_group, base, tmp_path):
     _assert_only(_refused(evolution_group, ws.with_(tokenizer_file=tmp_path / "tokenizer.json")), "tokenizer")
 
 
-@pytest.mark.claim("learner.rejects.token-ids")
+@pytest.mark.laya_claim("learner.rejects.token-ids")
 def test_one_token_changed_refused(evolution_group, base):
     ws = base["fixed-tail"]
     ids = ws.microbatches[1].input_ids.clone()
@@ -86,7 +86,7 @@ def test_one_token_changed_refused(evolution_group, base):
     _assert_only(_refused(evolution_group, _replace_mb(ws, 1, input_ids=ids)), "token_ids")
 
 
-@pytest.mark.claim("learner.rejects.padding")
+@pytest.mark.laya_claim("learner.rejects.padding")
 def test_one_padding_token_changed_refused(evolution_group, base):
     ws = base["fixed-tail"]
     index, row = next((i, r) for i, mb in enumerate(ws.microbatches) for r, n in enumerate(mb.lengths)
@@ -96,7 +96,7 @@ def test_one_padding_token_changed_refused(evolution_group, base):
     _assert_only(_refused(evolution_group, _replace_mb(ws, index, input_ids=ids)), "padding")
 
 
-@pytest.mark.claim("learner.rejects.numeric-profile")
+@pytest.mark.laya_claim("learner.rejects.numeric-profile")
 def test_other_numeric_profile_refused(evolution_group, evolution_workspaces, base):
     ws = _copy(base["fixed-tail"], evolution_workspaces.root)
     manifest = json.loads((ws.packet(2) / "binding.json").read_text())
@@ -105,7 +105,7 @@ def test_other_numeric_profile_refused(evolution_group, evolution_workspaces, ba
     _assert_only(_refused(evolution_group, ws), "numeric_profile")
 
 
-@pytest.mark.claim("learner.rejects.cut-layer")
+@pytest.mark.laya_claim("learner.rejects.cut-layer")
 def test_other_cut_layer_refused(evolution_group, base):
     ws = base["appended"]
     depth = ws.exp.config.depth
@@ -113,21 +113,21 @@ def test_other_cut_layer_refused(evolution_group, base):
     _assert_only(_refused(evolution_group, other), "cut_layer")
 
 
-@pytest.mark.claim("learner.rejects.layout")
+@pytest.mark.laya_claim("learner.rejects.layout")
 def test_other_layout_refused(evolution_group, base):
     ws = base["appended"]
     other = ws.with_(exp=dataclasses.replace(ws.exp, layout=Layout("appended", tail_blocks=1)))
     _assert_only(_refused(evolution_group, other), "layout")
 
 
-@pytest.mark.claim("learner.rejects.labels")
+@pytest.mark.laya_claim("learner.rejects.labels")
 def test_shifted_labels_refused(evolution_group, base):
     ws = base["fixed-tail"]
     shifted = torch.roll(ws.microbatches[0].labels, shifts=1, dims=1)
     _assert_only(_refused(evolution_group, _replace_mb(ws, 0, labels=shifted)), "labels")
 
 
-@pytest.mark.claim("learner.rejects.objective-weights")
+@pytest.mark.laya_claim("learner.rejects.objective-weights")
 def test_other_objective_weights_refused(evolution_group, base):
     ws = base["fixed-tail"]
     retention = ws.with_(exp=dataclasses.replace(ws.exp, retention_weight=0.25))
@@ -137,7 +137,7 @@ def test_other_objective_weights_refused(evolution_group, base):
     _assert_only(_refused(evolution_group, _replace_mb(ws, 3, weights=weights)), "objective_weights")
 
 
-@pytest.mark.claim("learner.rejects.head-state")
+@pytest.mark.laya_claim("learner.rejects.head-state")
 def test_other_head_replica_refused(evolution_group, base, tmp_path):
     ws = base["fixed-tail"]
     head = load_file(ws.head_file)
@@ -146,7 +146,7 @@ def test_other_head_replica_refused(evolution_group, base, tmp_path):
     _assert_only(_refused(evolution_group, ws.with_(head_file=tmp_path / "head.safetensors")), "head_state")
 
 
-@pytest.mark.claim("learner.rejects.features")
+@pytest.mark.laya_claim("learner.rejects.features")
 def test_flipped_feature_byte_refused(evolution_group, evolution_workspaces, base):
     ws = _copy(base["fixed-tail"], evolution_workspaces.root)
     path = ws.packet(0) / "features.safetensors"

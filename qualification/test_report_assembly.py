@@ -20,19 +20,19 @@ A, B, C, D = "report.verdicts", "report.signature", "report.interop", "report.su
 MIXED = f"""
 import pytest
 
-@pytest.mark.claim("{A}")
+@pytest.mark.laya_claim("{A}")
 def test_a_passes():
     pass
 
-@pytest.mark.claim("{B}")
+@pytest.mark.laya_claim("{B}")
 def test_b_passes():
     pass
 
-@pytest.mark.claim("{B}", "{A}")
+@pytest.mark.laya_claim("{B}", "{A}")
 def test_b_fails():
     assert False
 
-@pytest.mark.claim("{C}")
+@pytest.mark.laya_claim("{C}")
 def test_c_skipped():
     pytest.skip("not here")
 
@@ -40,11 +40,11 @@ def test_c_skipped():
 def broken():
     raise RuntimeError("setup broke")
 
-@pytest.mark.claim("{D}")
+@pytest.mark.laya_claim("{D}")
 def test_d_setup_error(broken):
     pass
 
-@pytest.mark.claim("report.verify.tamper")
+@pytest.mark.laya_claim("report.verify.tamper")
 @pytest.mark.xfail(reason="known not to hold")
 def test_xfail():
     assert False
@@ -87,7 +87,7 @@ def by_id(laya):
     return {c["id"]: c for c in laya["predicate"]["claims"]}
 
 
-@pytest.mark.claim("report.verdicts")
+@pytest.mark.laya_claim("report.verdicts")
 def test_verdicts_and_failed_result(pytester, key):
     pytester.makepyfile(MIXED)
     result, tr, laya = run(pytester, key)
@@ -109,10 +109,10 @@ def test_verdicts_and_failed_result(pytester, key):
     result.stdout.fnmatch_lines(["*result FAILED*", f"*failed claim: {A}*"])
 
 
-@pytest.mark.claim("report.verdicts")
+@pytest.mark.laya_claim("report.verdicts")
 def test_unrun_claim_warns_and_all_run_passes(pytester, key):
     ids = list(CLAIMS)
-    params = ", ".join(f"pytest.param({cid!r}, marks=pytest.mark.claim({cid!r}))" for cid in ids)
+    params = ", ".join(f"pytest.param({cid!r}, marks=pytest.mark.laya_claim({cid!r}))" for cid in ids)
     pytester.makepyfile(f"""
 import pytest
 
@@ -132,24 +132,24 @@ HYPOTHESIS_AND_BENCHMARK = f"""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-@pytest.mark.claim("{A}")
+@pytest.mark.laya_claim("{A}")
 @settings(database=None, max_examples=7)
 @given(st.integers())
 def test_property(x):
     assert x == x
 
-@pytest.mark.claim("{B}")
+@pytest.mark.laya_claim("{B}")
 def test_bench(benchmark):
     benchmark.extra_info["size"] = 3
     benchmark.pedantic(sum, args=(range(10),), rounds=5, iterations=2)
 
-@pytest.mark.claim("{C}")
+@pytest.mark.laya_claim("{C}")
 def test_plain():
     pass
 """
 
 
-@pytest.mark.claim("report.verdicts")
+@pytest.mark.laya_claim("report.verdicts")
 def test_hypothesis_and_benchmark_evidence(pytester, key):
     pytester.makepyfile(HYPOTHESIS_AND_BENCHMARK)
     _, _, laya = run(pytester, key, "--hypothesis-seed", "1234")
@@ -173,28 +173,28 @@ XDIST = f"""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-@pytest.mark.claim("{A}")
+@pytest.mark.laya_claim("{A}")
 @pytest.mark.parametrize("n", range(4))
 def test_many(n):
     pass
 
-@pytest.mark.claim("{B}")
+@pytest.mark.laya_claim("{B}")
 @settings(database=None)
 @given(st.lists(st.integers()))
 def test_property(xs):
     assert sorted(sorted(xs)) == sorted(xs)
 
-@pytest.mark.claim("{C}", "{A}")
+@pytest.mark.laya_claim("{C}", "{A}")
 def test_fails():
     assert 1 == 2
 
-@pytest.mark.claim("{D}")
+@pytest.mark.laya_claim("{D}")
 def test_skips():
     pytest.skip("x")
 """
 
 
-@pytest.mark.claim("report.xdist-equal")
+@pytest.mark.laya_claim("report.xdist-equal")
 def test_report_equal_under_xdist(pytester, key):
     pytester.makepyfile(XDIST)
     _, tr0, laya0 = run(pytester, key, "-n", "0", "--hypothesis-seed", "7")
@@ -208,10 +208,10 @@ def test_report_equal_under_xdist(pytester, key):
     assert tr0["predicate"]["result"] == "FAILED"
 
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_unsigned_run_says_so_and_does_not_verify(pytester, monkeypatch):
     monkeypatch.delenv("LAYA_QUAL_SIGNING_KEY", raising=False)
-    pytester.makepyfile(f"import pytest\n@pytest.mark.claim({A!r})\ndef test_a():\n    pass\n")
+    pytester.makepyfile(f"import pytest\n@pytest.mark.laya_claim({A!r})\ndef test_a():\n    pass\n")
     out = pytester.path / "r.intoto.jsonl"
     result = pytester.runpytest_inprocess("-p", "laya_qual", "--laya-report", str(out))
     result.stdout.fnmatch_lines(["*UNSIGNED*", "*UNSIGNED REPORT*will NOT verify*"])
@@ -221,16 +221,16 @@ def test_unsigned_run_says_so_and_does_not_verify(pytester, monkeypatch):
         verify_bundle(out, load_public_key(other.with_name("k.pub")))
 
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_signing_key_from_environment(pytester, key, monkeypatch):
     monkeypatch.setenv("LAYA_QUAL_SIGNING_KEY", str(key))
-    pytester.makepyfile(f"import pytest\n@pytest.mark.claim({A!r})\ndef test_a():\n    pass\n")
+    pytester.makepyfile(f"import pytest\n@pytest.mark.laya_claim({A!r})\ndef test_a():\n    pass\n")
     out = pytester.path / "r.intoto.jsonl"
     pytester.runpytest_inprocess("-p", "laya_qual", "--laya-report", str(out))
     verify_bundle(out, load_public_key(key.with_name(key.name + ".pub")))
 
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_bad_signing_key_is_a_usage_error(pytester):
     pytester.makepyfile("def test_a():\n    pass\n")
     (pytester.path / "notakey").write_text("hello")

@@ -50,7 +50,7 @@ def bundle(tmp_path, keys):
     return path
 
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_keygen_modes_and_refuses_overwrite(tmp_path):
     public = keygen(tmp_path / "k")
     assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
@@ -60,7 +60,7 @@ def test_keygen_modes_and_refuses_overwrite(tmp_path):
         keygen(tmp_path / "k")
 
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_wrong_key_types_are_refused(tmp_path):
     ecdsa = ec.generate_private_key(ec.SECP256R1())
     (tmp_path / "ec.pub").write_bytes(ecdsa.public_key().public_bytes(
@@ -69,7 +69,7 @@ def test_wrong_key_types_are_refused(tmp_path):
         load_public_key(tmp_path / "ec.pub")
 
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_bundle_verifies_with_its_key_and_not_another(bundle, keys):
     _, public, other = keys
     verified = verify_bundle(bundle, public)
@@ -86,13 +86,13 @@ def test_bundle_verifies_with_its_key_and_not_another(bundle, keys):
         verify_bundle(bundle, other)
 
 
-@pytest.mark.claim("report.interop")
+@pytest.mark.laya_claim("report.interop")
 def test_pae_is_dsse_v1():
     assert pae("http://example.com/HelloWorld", b"hello world") == \
         b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
 
 
-@pytest.mark.claim("report.verify.tamper")
+@pytest.mark.laya_claim("report.verify.tamper")
 def test_any_single_byte_change_fails_verify(bundle, keys):
     public = keys[1]
     original = bundle.read_bytes()
@@ -105,7 +105,7 @@ def test_any_single_byte_change_fails_verify(bundle, keys):
             pytest.fail(f"byte {i} changed {original[i]:#x}->{new:#x} still verifies")
 
 
-@pytest.mark.claim("report.verify.tamper")
+@pytest.mark.laya_claim("report.verify.tamper")
 def test_base64_malleability_is_refused(bundle, keys):
     """A payload spelled differently but decoding to the same bytes is still a change."""
     env = json.loads(bundle.read_text().splitlines()[0])
@@ -136,7 +136,7 @@ def _resign(path, private, edit_test_result=None, edit_laya=None):
     write_bundle(path, (canonical(tr), laya_bytes), private)
 
 
-@pytest.mark.claim("report.verify.agreement")
+@pytest.mark.laya_claim("report.verify.agreement")
 @pytest.mark.parametrize("edit_tr, edit_laya, reason", [
     (lambda tr: tr["predicate"].update(result="PASSED"), None, "results disagree"),
     (lambda tr: tr["predicate"]["failedTests"].clear(), None, "failedTests disagrees"),
@@ -156,7 +156,7 @@ def test_valid_signature_over_a_different_statement_fails(tmp_path, keys, edit_t
         verify_bundle(path, keys[1])
 
 
-@pytest.mark.claim("report.verify.agreement")
+@pytest.mark.laya_claim("report.verify.agreement")
 def test_statements_must_both_be_there_once(tmp_path, keys):
     tr, laya = payloads()
     path = tmp_path / "r.intoto.jsonl"
@@ -168,7 +168,7 @@ def test_statements_must_both_be_there_once(tmp_path, keys):
         verify_bundle(path, keys[1])
 
 
-@pytest.mark.claim("report.interop")
+@pytest.mark.laya_claim("report.interop")
 def test_securesystemslib_verifies_our_bundle(bundle, keys):
     private, public, other = keys
     for line in bundle.read_text().splitlines():
@@ -180,7 +180,7 @@ def test_securesystemslib_verifies_our_bundle(bundle, keys):
             env.verify([SSlibKey.from_crypto(other)], 1)
 
 
-@pytest.mark.claim("report.interop")
+@pytest.mark.laya_claim("report.interop")
 def test_we_verify_a_securesystemslib_bundle(tmp_path, keys):
     private, public, other = keys
     signer = CryptoSigner(private)
@@ -207,7 +207,7 @@ def _artifact(tmp_path):
     return d
 
 
-@pytest.mark.claim("report.subjects")
+@pytest.mark.laya_claim("report.subjects")
 def test_artifact_digest_is_model_signing_digest_of_digests(tmp_path):
     d = _artifact(tmp_path)
     files = sorted(p for p in d.rglob("*") if p.is_file())
@@ -218,7 +218,7 @@ def test_artifact_digest_is_model_signing_digest_of_digests(tmp_path):
     assert list(per_file) == ["head/weights.safetensors", "manifest.json", "tokenizer.json"]
 
 
-@pytest.mark.claim("report.subjects")
+@pytest.mark.laya_claim("report.subjects")
 def test_runtime_digest_is_sha256sum_lines(tmp_path):
     (tmp_path / "pkg" / "sub").mkdir(parents=True)
     (tmp_path / "pkg" / "__init__.py").write_text("x = 1\n")
@@ -229,7 +229,7 @@ def test_runtime_digest_is_sha256sum_lines(tmp_path):
     assert source_digest(tmp_path / "pkg")[0] == hashlib.sha256(lines.encode()).hexdigest()
 
 
-@pytest.mark.claim("report.subjects")
+@pytest.mark.laya_claim("report.subjects")
 def test_one_artifact_byte_changes_the_digest_and_fails_verify(tmp_path, keys):
     d = _artifact(tmp_path)
     subject = artifact_subject(d, "head")
@@ -253,7 +253,7 @@ def test_one_artifact_byte_changes_the_digest_and_fails_verify(tmp_path, keys):
         verify_bundle(path, keys[1], [str(tmp_path / "other")])
 
 
-@pytest.mark.claim("report.subjects")
+@pytest.mark.laya_claim("report.subjects")
 def test_symlinks_in_an_artifact_are_refused(tmp_path, keys):
     d = _artifact(tmp_path)
     (d / "link").symlink_to(d / "tokenizer.json")

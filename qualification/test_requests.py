@@ -11,7 +11,7 @@ from laya.errors import BudgetExceeded, RequestError
 from laya_qual.synth import over_budget_requests, requests_for, texts
 
 
-@pytest.mark.claim("request.budget")
+@pytest.mark.laya_claim("request.budget")
 @given(data=st.data())
 def test_over_budget_sequence_is_refused(qualified_model, data):
     request = data.draw(over_budget_requests(qualified_model))
@@ -21,7 +21,7 @@ def test_over_budget_sequence_is_refused(qualified_model, data):
     assert str(qualified_model.config.sequence_budget) in str(refused.value)
 
 
-@pytest.mark.claim("request.budget")
+@pytest.mark.laya_claim("request.budget")
 @given(data=st.data())
 def test_predict_succeeds_exactly_within_budget(qualified_model, data):
     """Whatever the length, a request either fits and is served or is refused whole."""
@@ -36,7 +36,7 @@ def test_predict_succeeds_exactly_within_budget(qualified_model, data):
             qualified_model.predict(longer)
 
 
-@pytest.mark.claim("request.budget")
+@pytest.mark.laya_claim("request.budget")
 @given(data=st.data())
 def test_too_many_options_is_refused(qualified_model, data):
     task = data.draw(st.sampled_from(sorted(qualified_model.tasks)))
@@ -47,7 +47,7 @@ def test_too_many_options_is_refused(qualified_model, data):
     assert refused.value.field == "options"
 
 
-@pytest.mark.claim("request.validation")
+@pytest.mark.laya_claim("request.validation")
 @pytest.mark.parametrize("fields, field", [
     (dict(task=3, question="q", options=("a", "b")), "task"),
     (dict(task="answer", question="", options=("a", "b")), "question"),
@@ -63,7 +63,7 @@ def test_malformed_request_names_its_field(fields, field):
     assert refused.value.field == field
 
 
-@pytest.mark.claim("request.validation")
+@pytest.mark.laya_claim("request.validation")
 @given(data=st.data())
 def test_unknown_task_and_reserved_tokens_are_refused(qualified_model, data):
     request = data.draw(requests_for(qualified_model))

@@ -45,7 +45,7 @@ def assert_parity(directory: Path, base: laya.VerifiedBase, requests: list[laya.
     assert cached.cache_stats().hits >= len(requests)
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.claim(f"shared.parity.{k}")) for k in KINDS])
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.laya_claim(f"shared.parity.{k}")) for k in KINDS])
 @given(seed=seeds(), config=artifact_configs(), data=st.data())
 def test_synthetic_parity(artifact_factory, kind, seed, config, data):
     directory = artifact_factory(seed=seed, head_kind=kind, base_seed=seed + 1, **config)
@@ -55,7 +55,7 @@ def test_synthetic_parity(artifact_factory, kind, seed, config, data):
     assert_parity(directory, base, [data.draw(requests_for(model)) for _ in range(3)])
 
 
-@pytest.mark.claim("shared.parity.float32", "shared.parity.int8", "shared.parity.transformer")
+@pytest.mark.laya_claim("shared.parity.float32", "shared.parity.int8", "shared.parity.transformer")
 @given(data=st.data())
 def test_qualified_artifact_parity(qualified_artifact, qualified_model, qualified_base_dir, data):
     base = laya.load_artifact_base(qualified_artifact, qualified_base_dir)
@@ -103,7 +103,7 @@ PIN_EDITS = {
 }
 
 
-@pytest.mark.parametrize("pin", [pytest.param(p, marks=pytest.mark.claim(f"pins.refuse.{p}")) for p in sorted(PIN_EDITS)])
+@pytest.mark.parametrize("pin", [pytest.param(p, marks=pytest.mark.laya_claim(f"pins.refuse.{p}")) for p in sorted(PIN_EDITS)])
 @given(where=st.floats(0, 1, exclude_max=True))
 def test_every_base_pin_is_enforced(tmp_path_factory, qualified_artifact, qualified_base_dir, pin, where):
     """Same dimensions, one pinned base file different: refused, naming that pin."""
@@ -118,7 +118,7 @@ def test_every_base_pin_is_enforced(tmp_path_factory, qualified_artifact, qualif
     laya.load_artifact(directory)  # the edited artifact is itself consistent: only sharing is refused
 
 
-@pytest.mark.claim("pins.refuse.depth")
+@pytest.mark.laya_claim("pins.refuse.depth")
 @given(seed=seeds(), depth=st.integers(1, 3))
 def test_depth_pin_is_enforced(artifact_factory, seed, depth):
     base = laya.load_artifact_base(artifact_factory(seed=seed, head_kind="float32", num_layers=depth))
@@ -128,7 +128,7 @@ def test_depth_pin_is_enforced(artifact_factory, seed, depth):
     assert refused.value.pin == "depth"
 
 
-@pytest.mark.claim("adapter.refuse.shared")
+@pytest.mark.laya_claim("adapter.refuse.shared")
 @given(payload=st.dictionaries(st.text(max_size=4), st.integers(), min_size=0, max_size=2) | st.just("lora"))
 def test_shared_loaders_refuse_adapter_payloads(tmp_path_factory, qualified_artifact, payload):
     directory = clone_artifact(qualified_artifact, tmp_path_factory.mktemp("adapter") / "head")
@@ -142,7 +142,7 @@ def test_shared_loaders_refuse_adapter_payloads(tmp_path_factory, qualified_arti
         laya.load_artifact_with_base(directory, base)
 
 
-@pytest.mark.claim("adapters.explicit")
+@pytest.mark.laya_claim("adapters.explicit")
 @given(bad=st.none() | st.integers() | st.text(max_size=6).filter(lambda s: s != "h"), data=st.data())
 def test_only_explicit_known_adapters_serve(qualified_artifact, qualified_model, bad, data):
     adapters = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact)
@@ -155,7 +155,7 @@ def test_only_explicit_known_adapters_serve(qualified_artifact, qualified_model,
     assert adapters.predict("h", request).adapter_id == "h"
 
 
-@pytest.mark.claim("calibration.private")
+@pytest.mark.laya_claim("calibration.private")
 @given(seed=seeds(), temperature=st.floats(0.05, 20), act=st.floats(0, 1), escalate=st.floats(0.01, 1),
        data=st.data())
 def test_calibration_stays_private(tmp_path_factory, artifact_factory, seed, temperature, act, escalate, data):
@@ -179,7 +179,7 @@ def test_calibration_stays_private(tmp_path_factory, artifact_factory, seed, tem
     assert torch.allclose(probabilities(b_after), expected_b, atol=1e-4)
 
 
-@pytest.mark.claim("weights.immutable")
+@pytest.mark.laya_claim("weights.immutable")
 @pytest.mark.parametrize("target", ["base", "head"])
 def test_in_place_writes_are_detected(qualified_artifact, qualified_model, target):
     from hypothesis import find

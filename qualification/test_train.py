@@ -104,7 +104,7 @@ def _edited_base(trained: Trained, tmp_path: Path, role: str) -> laya.VerifiedBa
     return laya.load_artifact_base(directory)
 
 
-@pytest.mark.claim("train.store.identity")
+@pytest.mark.laya_claim("train.store.identity")
 @pytest.mark.parametrize("field", sorted(BASE_EDITS))
 def test_store_refuses_another_base(trained, tmp_path, field):
     """A store is refused for a base differing in one pinned file, naming that field."""
@@ -114,7 +114,7 @@ def test_store_refuses_another_base(trained, tmp_path, field):
     assert refused.value.field == field, str(refused.value)
 
 
-@pytest.mark.claim("train.store.identity")
+@pytest.mark.laya_claim("train.store.identity")
 @pytest.mark.parametrize("field", ["kernel", "numeric_profile", "sequences", "features"])
 def test_store_refuses_other_kernel_profile_sequences_or_bytes(trained, tmp_path, monkeypatch, field):
     base, rendered, path = trained.base, list(trained.rendered), trained.store_path
@@ -142,7 +142,7 @@ def test_store_refuses_other_kernel_profile_sequences_or_bytes(trained, tmp_path
 # --- export parity -------------------------------------------------------------------
 
 
-@pytest.mark.claim("train.export.parity")
+@pytest.mark.laya_claim("train.export.parity")
 @pytest.mark.parametrize("kind", ["float32", "int8"])
 def test_exported_head_parity(trained, kind):
     """Standalone and shared predictions are bitwise equal, and both equal what the
@@ -171,7 +171,7 @@ def test_exported_head_parity(trained, kind):
 # --- warm starts ---------------------------------------------------------------------
 
 
-@pytest.mark.claim("train.warmstart.clone")
+@pytest.mark.laya_claim("train.warmstart.clone")
 @pytest.mark.parametrize("kind", ["float32", "int8"])
 def test_warm_start_clones_its_source(trained, kind):
     directory = Path(trained.runs[kind].head.source)
@@ -191,7 +191,7 @@ def test_warm_start_clones_its_source(trained, kind):
     assert file_digests(directory) == before
 
 
-@pytest.mark.claim("train.warmstart.refuse-transformer")
+@pytest.mark.laya_claim("train.warmstart.refuse-transformer")
 def test_warm_start_refuses_transformer_heads(trained, artifact_factory, tmp_path):
     transformer = artifact_factory(seed=5, head_kind="transformer", base_dir=trained.base_dir,
                                    tasks=[{"name": "answer", "max_options": 2, "temperature": 1.0,
@@ -208,7 +208,7 @@ def test_warm_start_refuses_transformer_heads(trained, artifact_factory, tmp_pat
 # --- temperature ---------------------------------------------------------------------
 
 
-@pytest.mark.claim("train.temperature.nll")
+@pytest.mark.laya_claim("train.temperature.nll")
 @given(seed=seeds(), options=st.integers(2, 4), factor=st.sampled_from([0.2, 0.35, 3.0, 5.0]))
 def test_temperature_fit_lowers_nll_of_a_miscalibrated_head(seed, options, factor):
     """Labels drawn from softmax(z); the head serves z * factor: over- or under-confident.
@@ -223,7 +223,7 @@ def test_temperature_fit_lowers_nll_of_a_miscalibrated_head(seed, options, facto
     assert (fit.temperature > 1.0) == (factor > 1.0), fit
 
 
-@pytest.mark.claim("train.temperature.nll")
+@pytest.mark.laya_claim("train.temperature.nll")
 def test_temperature_fit_recalibrates_a_trained_head(trained):
     """The trained readout made 4x overconfident: refitting on dev_cal brings NLL down."""
     run = trained.runs["float32"]
@@ -252,7 +252,7 @@ def draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     return confidences, rng.uniform(size=n) >= SLOPE * (1 - confidences)
 
 
-@pytest.mark.claim("train.certify.bound")
+@pytest.mark.laya_claim("train.certify.bound")
 def test_certified_bound_holds_in_simulation():
     """Over DRAWS independent (dev_cal, dev_conf) draws from a known distribution, the
     certified threshold's true acted error exceeds the target in V draws. If the
@@ -277,7 +277,7 @@ def test_certified_bound_holds_in_simulation():
     print(f"{certified}/{DRAWS} draws certified, {violations} violated the target")
 
 
-@pytest.mark.claim("train.certify.bound")
+@pytest.mark.laya_claim("train.certify.bound")
 def test_uncertifiable_task_escalates_everything(trained):
     """A target no head could meet: nothing is certified, head.json says so, and the
     served head escalates every request, even ones it is sure about."""
@@ -292,7 +292,7 @@ def test_uncertifiable_task_escalates_everything(trained):
 # --- splits and privacy --------------------------------------------------------------
 
 
-@pytest.mark.claim("train.splits.disjoint")
+@pytest.mark.laya_claim("train.splits.disjoint")
 @pytest.mark.parametrize("overlap", ["id", "tokens"])
 def test_splits_must_be_disjoint(trained, overlap):
     examples = list(trained.examples)
@@ -307,7 +307,7 @@ def test_splits_must_be_disjoint(trained, overlap):
     assert refused.value.field == ("id" if overlap == "id" else "split")
 
 
-@pytest.mark.claim("train.calibration.private")
+@pytest.mark.laya_claim("train.calibration.private")
 def test_calibration_and_thresholds_stay_per_head(trained):
     """A second head for the same task name, trained from the same store on flipped
     labels, gets its own temperature, threshold and certificate; the first head's files,

@@ -23,21 +23,21 @@ SUITE = """
 import pytest
 from hypothesis import given, settings, strategies as st
 
-@pytest.mark.claim("report.verdicts")
+@pytest.mark.laya_claim("report.verdicts")
 def test_passes():
     pass
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_fails():
     assert 1 + 1 == 3
 
-@pytest.mark.claim("report.interop")
+@pytest.mark.laya_claim("report.interop")
 @settings(database=None)
 @given(st.integers())
 def test_property(x):
     assert x + 0 == x
 
-@pytest.mark.claim("report.subjects")
+@pytest.mark.laya_claim("report.subjects")
 def test_bench(benchmark):
     benchmark.pedantic(sum, args=(range(10),), rounds=3)
 """
@@ -84,7 +84,7 @@ def test_keygen(tmp_path):
     one_line_error(cli("keygen", tmp_path / "k"), "already exists")
 
 
-@pytest.mark.claim("report.signature")
+@pytest.mark.laya_claim("report.signature")
 def test_verify_ok_and_wrong_key(real, tmp_path):
     bundle, _, public = real
     result = cli("verify", bundle, "--public-key", public)

@@ -59,7 +59,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "claim(id, ...): ties a test to catalogued laya_qual claim ids; its outcome is evidence for them",
+        "laya_claim(id, ...): ties a test to catalogued laya_qual claim ids; its outcome is evidence for them",
     )
     import torch
 
@@ -88,7 +88,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def claim_ids(item: pytest.Item) -> list[str]:
     """The claim ids a test vouches for, in marker order."""
     ids: list[str] = []
-    for mark in item.iter_markers("claim"):
+    for mark in item.iter_markers("laya_claim"):
         ids.extend(mark.args)
     return ids
 
@@ -110,7 +110,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if unknown:
             problems.append(f"{item.nodeid}: unknown claim id(s) {unknown} (see laya_qual.claims)")
         if not ids and _is_suite_test(item):
-            problems.append(f"{item.nodeid}: qualification test without @pytest.mark.claim")
+            problems.append(f"{item.nodeid}: qualification test without @pytest.mark.laya_claim")
         if ids:
             item.user_properties.append((CLAIM_PROPERTY, ids))
     if problems:
