@@ -4,6 +4,7 @@ traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -13,10 +14,15 @@ from pathlib import Path
 
 import click
 
-from laya_qual.signing import KEY_ENV, SigningError, keygen, load_public_key
+from laya_qual.signing import KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key
 from laya_qual.verify import VerifyError, read_statements, verify_bundle
 
-DEV_KEY = Path("reports/.dev-key")
+DEV_KEY = dev_key_path()
+# laya-qual verify exit codes (docs/report-format.md): 0 authentic and acceptable,
+# 1 not authentic or inconsistent (or unreadable), 2 usage, 3 authentic but its result
+# or a required claim falls short.
+EXIT_REJECTED = 3
+RESULTS = ("PASSED", "WARNED", "FAILED")
 
 
 @click.group()
@@ -26,13 +32,17 @@ def main() -> None:
 
 @main.command("keygen")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def keygen_cmd(path: Path) -> None:
+@click.option("--encrypt", is_flag=True, help=f"encrypt the private key with the password in ${PASSWORD_ENV}")
+def keygen_cmd(path: Path, encrypt: bool) -> None:
     """Write an Ed25519 private key at PATH (mode 0600) and its public key at PATH.pub."""
+    password = os.environ.get(PASSWORD_ENV, "").encode()
+    if encrypt and not password:
+        raise click.UsageError(f"--encrypt needs the password in ${PASSWORD_ENV}")
     try:
-        public = keygen(path)
+        public = keygen(path, password if encrypt else None)
     except (SigningError, OSError) as e:
         raise click.ClickException(str(e)) from None
-    click.echo(f"private key: {path} (keep it secret)\npublic key:  {public}")
+    click.echo(f"private key: {path} (keep it secret{'; encrypted' if encrypt else ''})\npublic key:  {public}")
 
 
 def _verify(bundle: Path, public_key: Path, artifacts=()):
@@ -42,18 +52,64 @@ def _verify(bundle: Path, public_key: Path, artifacts=()):
         raise click.ClickException(f"verification failed: {e}") from None
 
 
+def _shortfalls(laya: dict, require_result: str, require_claims: tuple[str, ...]) -> list[str]:
+    """Why an authentic report is still not acceptable (empty: acceptable)."""
+    p = laya["predicate"]
+    out = []
+    if RESULTS.index(p["result"]) > RESULTS.index(require_result):
+        out.append(f"result {p['result']} (required: {require_result}{' or better' * (require_result != 'PASSED')})")
+    verdicts = {c["id"]: c["verdict"] for c in p["claims"]}
+    for cid in require_claims:
+        if verdicts.get(cid) != "passed":
+            out.append(f"claim {cid} is {verdicts.get(cid, 'not in this report')} (required: passed)")
+    return out
+
+
 @main.command()
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--public-key", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="PEM Ed25519 public key of the signer")
+              help="PEM public key of the signer")
 @click.option("--artifact", "artifacts", multiple=True, metavar="DIR",
               help="recompute this artifact directory's digest and require it among the subjects")
-def verify(bundle: Path, public_key: Path, artifacts: tuple[str, ...]) -> None:
-    """Check signatures, statement shapes, predicate agreement and artifact digests."""
-    v = _verify(bundle, public_key, artifacts)
+@click.option("--require-result", type=click.Choice(RESULTS), default="WARNED", show_default=True,
+              help="worst acceptable result: PASSED accepts only PASSED; FAILED checks authenticity only")
+@click.option("--require-claim", "require_claims", multiple=True, metavar="ID",
+              help="this claim must be passed (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout instead of a line")
+def verify(bundle: Path, public_key: Path, artifacts: tuple[str, ...], require_result: str,
+           require_claims: tuple[str, ...], as_json: bool) -> None:
+    """Check signatures, statement shapes, predicate agreement and artifact digests, then
+    the result and claims a release requires.
+
+    Exit status: 0 authentic and acceptable; 1 not authentic, inconsistent or unreadable;
+    3 authentic but the result or a required claim falls short (a FAILED report is
+    rejected unless --require-result FAILED)."""
+    try:
+        v = verify_bundle(bundle, load_public_key(public_key), list(artifacts))
+    except (SigningError, VerifyError) as e:
+        if as_json:
+            click.echo(json.dumps({"bundle": str(bundle), "verified": False, "error": str(e)}))
+            sys.exit(1)
+        raise click.ClickException(f"verification failed: {e}") from None
     p = v.laya["predicate"]
-    click.echo(f"OK {bundle}: signed by ed25519 keyid {v.keyid}; result {p['result']}; "
-               f"{len(p['claims'])} claims; {len(artifacts)} artifact(s) rechecked")
+    short = _shortfalls(v.laya, require_result, require_claims)
+    if as_json:
+        click.echo(json.dumps({
+            "bundle": str(bundle), "verified": True, "keyid": v.keyid, "result": p["result"],
+            "counts": p["counts"], "developmentKey": bool(p.get("signing", {}).get("developmentKey")),
+            "ignoredLines": v.ignored, "artifactsRechecked": len(artifacts),
+            "required": {"result": require_result, "claims": list(require_claims)},
+            "accepted": not short, "shortfalls": short,
+            "claims": {c["id"]: c["verdict"] for c in p["claims"]}}, sort_keys=True))
+    elif short:
+        click.echo(f"REJECTED {bundle}: authentic (keyid {v.keyid}) but " + "; ".join(short), err=True)
+    else:
+        dev = "; DEVELOPMENT KEY" if p.get("signing", {}).get("developmentKey") else ""
+        ignored = f"; {v.ignored} unrecognised line(s) ignored" if v.ignored else ""
+        click.echo(f"OK {bundle}: signed by keyid {v.keyid}{dev}; result {p['result']}; "
+                   f"{len(p['claims'])} claims; {len(artifacts)} artifact(s) rechecked{ignored}")
+    if short:
+        sys.exit(EXIT_REJECTED)
 
 
 def _laya_statement(bundle: Path) -> dict:
@@ -74,22 +130,27 @@ def _laya_statement(bundle: Path) -> dict:
               help="verify first (otherwise the summary says the signature was not checked)")
 @click.option("--markdown", is_flag=True, help="release-note markdown instead of the terminal table")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="write here instead of stdout")
-def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | None) -> None:
+@click.option("--append", is_flag=True, help="append to --output (e.g. $GITHUB_STEP_SUMMARY) instead of replacing it")
+def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | None, append: bool) -> None:
     """Summarize a report bundle: claims table (failures first) and benchmark figures."""
     from laya_qual import summary
 
+    if append and not output:
+        raise click.UsageError("--append needs --output")
     if public_key:
         v = _verify(bundle, public_key)
-        laya, signature = v.laya, f"verified, ed25519 keyid {v.keyid[:16]}"
+        laya, signature = v.laya, f"verified with the given public key (keyid {v.keyid[:16]})"
     else:
         laya, signature = _laya_statement(bundle), "NOT CHECKED (pass --public-key, or run laya-qual verify)"
     try:
-        rendered = summary.markdown(laya, bundle.name) if markdown else summary.text(laya, str(bundle), signature)
+        rendered = (summary.markdown(laya, bundle.name, signature) if markdown
+                    else summary.text(laya, str(bundle), signature))
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise click.ClickException(f"{bundle}: laya-qual predicate is malformed ({e!r})") from None
     if output:
-        output.write_text(rendered)
-        click.echo(f"wrote {output}")
+        with open(output, "a" if append else "w", encoding="utf-8") as f:
+            f.write(rendered)
+        click.echo(f"{'appended to' if append else 'wrote'} {output}")
     else:
         click.echo(rendered, nl=False)
 
@@ -110,14 +171,17 @@ def claims(markdown: bool) -> None:
 
 
 def _signing_key(key: Path | None) -> Path:
+    """--key, else $LAYA_QUAL_SIGNING_KEY, else the per-user development key (created on
+    first use outside any project tree; reports signed with it say so)."""
     if key or os.environ.get(KEY_ENV):
         return Path(key or os.environ[KEY_ENV])
-    if not DEV_KEY.exists():
-        keygen(DEV_KEY)
-        click.secho(f"created development key {DEV_KEY} (git-ignored)", fg="yellow", err=True)
-    click.secho(f"SIGNING WITH THE DEVELOPMENT KEY {DEV_KEY}: fine for local checks, never for a "
-                f"release report (use --key or ${KEY_ENV})", fg="yellow", bold=True, err=True)
-    return DEV_KEY
+    dev = dev_key_path()
+    if not dev.exists():
+        keygen(dev)
+        click.secho(f"created development key {dev}", fg="yellow", err=True)
+    click.secho(f"SIGNING WITH THE DEVELOPMENT KEY {dev}: fine for local checks, never for a "
+                f"release report (use --key or ${KEY_ENV}); the report records it", fg="yellow", bold=True, err=True)
+    return dev
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

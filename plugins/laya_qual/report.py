@@ -114,8 +114,10 @@ def build_statements(subjects: list[dict], claims: list[dict], details: dict,
         "result": result, "counts": counts, "claims": claims, "scope": SCOPE, **details}))
     binding = {"name": PREDICATE_DESCRIPTOR, "mediaType": PAYLOAD_TYPE,
                "digest": {"sha256": hashlib.sha256(laya).hexdigest()}}
+    url = details.get("invocation", {}).get("url")
     test_result = canonical(statement(subjects, TEST_RESULT_TYPE, {
-        "result": result, "configuration": [binding, *configuration], **tests_by_outcome(claims)}))
+        "result": result, "configuration": [binding, *configuration], **tests_by_outcome(claims),
+        **({"url": url} if url else {})}))
     return test_result, laya
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from laya_qual.plugin import CLAIM_PROPERTY
 from laya_qual.report import VERDICTS
-from laya_qual.signing import KEY_ENV, SigningError, keyid, load_private_key
+from laya_qual.signing import KEY_ENV, SigningError, load_signer
 
 HYPOTHESIS_PROPERTY = "laya_hypothesis"
 BENCHMARK_PROPERTY = "laya_benchmark"
@@ -29,7 +29,8 @@ _PRECEDENCE = (None, "passed", "skipped", "xfailed", "error", "failed")
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("laya_qual").addoption(
         "--laya-signing-key", default=os.environ.get(KEY_ENV), metavar="PATH",
-        help=f"Ed25519 private key (PEM) that signs the --laya-report bundle (default: ${KEY_ENV})")
+        help=f"PEM private key file or securesystemslib signer URI that signs the --laya-report bundle "
+             f"(default: ${KEY_ENV})")
 
 
 def _reporting(config: pytest.Config) -> bool:
@@ -142,7 +143,7 @@ class Assembler:
         self.key = None
         key_path = config.getoption("laya_signing_key")
         try:
-            self.key = load_private_key(Path(key_path)) if key_path else None
+            self.key = load_signer(key_path) if key_path else None
             self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
         except (SigningError, SubjectError) as e:
             raise pytest.UsageError(f"laya_qual report: {e}") from None
@@ -163,7 +164,7 @@ class Assembler:
         if self.key is None:
             return (f"laya_qual report: {self.path} -- UNSIGNED (no --laya-signing-key or ${KEY_ENV}); "
                     "it will not verify")
-        return f"laya_qual report: {self.path}, signed by ed25519 keyid {keyid(self.key.public_key())[:16]}"
+        return f"laya_qual report: {self.path}, signed by keyid {self.key.public_key.keyid[:16]}"
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -185,26 +186,52 @@ class Assembler:
     def _records(self) -> list[dict]:
         out = []
         for record in self.records.values():
-            record = dict(record)
+            record = dict(record, test=self._test_id(record["test"]))
             if record["outcome"] == "passed" and record.get("benchmark", {}).get("measured") is False:
                 record["outcome"] = "unmeasured"
             out.append(record)
         return out
 
+    def _test_id(self, nodeid: str) -> str:
+        from laya_qual.provenance import test_id
+        from laya_qual.subjects import package_dir
+
+        return test_id(nodeid, self.config.rootpath, package_dir("laya_qual.suite"))
+
+    def _signing(self) -> dict:
+        """Which key signs; a development-key report says so in its signed predicate."""
+        from laya_qual.signing import is_dev_key
+
+        if self.key is None:
+            return {"keyid": None, "developmentKey": False}
+        public = self.key.public_key
+        return {"keyid": public.keyid, "keytype": public.keytype, "scheme": public.scheme,
+                "developmentKey": is_dev_key(public)}
+
     def _details(self, exitstatus: int) -> tuple[dict, list[dict]]:
+        import base64
+        import hashlib
+
         import laya_qual
         from hypothesis import settings
+        from laya_qual.provenance import ci_url, portable_args
+        from laya_qual.report import canonical
+        from laya_qual.subjects import DIR_HASH, package_dir
 
         config, harness = self.config, self.harness
         seed = config.getoption("hypothesis_seed", None)
         profile = settings.get_current_profile_name()
-        invocation = {"args": list(config.invocation_params.args),
+        invocation = {"args": portable_args(list(config.invocation_params.args), config.rootpath,
+                                            package_dir("laya_qual.suite")),
                       "workers": config.getoption("numprocesses", None),
                       "device": config.getoption("laya_device"), "exitStatus": int(exitstatus),
-                      "collectionErrors": sorted(self.collection_errors),
+                      "collectionErrors": sorted(map(self._test_id, self.collection_errors)),
                       "startedOn": self.started, "finishedOn": _now()}
+        url = ci_url(os.environ)
+        if url:
+            invocation["url"] = url
         suite = " --laya-qualify" if config.getoption("laya_qualify", False) else ""
-        records = sorted(self.records.values(), key=lambda r: r["test"])
+        records = sorted(self._records(), key=lambda r: r["test"])
         details = {
             "hypothesis": {
                 "profile": profile, "seed": None if seed is None else str(seed),
@@ -216,14 +243,19 @@ class Assembler:
                            if r.get("benchmark", {}).get("measured")],
             "environment": self.environment,
             "invocation": invocation,
-            "harness": {"version": laya_qual.__version__, "sha256": harness},
+            "signing": self._signing(),
+            "harness": {"version": laya_qual.__version__, DIR_HASH: harness},
             "nominations": [s["name"] for s in self.subjects if s["annotations"]["kind"] == "artifact"],
         }
+        run = {k: invocation[k] for k in ("args", "workers", "device", "exitStatus")} | {
+            "hypothesisSeed": details["hypothesis"]["seed"]}
+        content = canonical(run)
         configuration = [
-            *({"name": name, "digest": {"sha256": digest}, "annotations": {"version": laya_qual.__version__}}
+            *({"name": name, "digest": {DIR_HASH: digest}, "annotations": {"version": laya_qual.__version__}}
               for name, digest in harness.items()),
-            {"name": "pytest-invocation", "annotations": {
-                k: invocation[k] for k in ("args", "workers", "device", "exitStatus")} | {"hypothesisSeed": details["hypothesis"]["seed"]}},
+            {"name": "pytest-invocation", "mediaType": "application/json",
+             "content": base64.b64encode(content).decode(), "digest": {"sha256": hashlib.sha256(content).hexdigest()},
+             "annotations": run},
         ]
         return details, configuration
 
@@ -257,4 +289,4 @@ class Assembler:
                           "this bundle will NOT verify and must not be attached to a release",
                           red=True, bold=True)
         else:
-            tr.write_line(f"signed: ed25519 keyid {keyid(self.key.public_key())}")
+            tr.write_line(f"signed: keyid {self.key.public_key.keyid}")

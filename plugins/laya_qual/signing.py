@@ -1,44 +1,51 @@
-"""Ed25519 keys and DSSE envelopes, offline.
+"""Keys and DSSE envelopes through securesystemslib's signer API, offline.
 
-Written directly on ``cryptography`` (one small, auditable path); the keyid is
-securesystemslib's default (sha256 of the canonical key dict), so envelopes signed
-here verify with securesystemslib's ``Envelope.verify`` and vice versa.
+A signing key is named the way release engineers hold one: a PEM private key file
+(PKCS#8, optionally encrypted; the password comes from an environment variable, never
+from the command line) or any private-key URI securesystemslib's ``Signer`` supports
+(``gcpkms:``, ``awskms:``, ``azurekms:``, ``hsm:``, ``file2:``, ...), whose public key
+is then named separately. Envelope parsing stays ours and strict.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import os
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from securesystemslib.exceptions import UnverifiedSignatureError, VerificationError
+from securesystemslib.signer import SIGNER_FOR_URI_SCHEME, CryptoSigner, Key, Signature, Signer, SSlibKey
 
 KEY_ENV = "LAYA_QUAL_SIGNING_KEY"
+PASSWORD_ENV = "LAYA_QUAL_SIGNING_KEY_PASSWORD"
+PUBLIC_KEY_ENV = "LAYA_QUAL_SIGNING_PUBLIC_KEY"
 
 
 class SigningError(Exception):
     """A key or an envelope is unusable; the message is one line for the CLI."""
 
 
-def keyid(public: Ed25519PublicKey) -> str:
-    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    key = {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": raw.hex()}}
-    return hashlib.sha256(json.dumps(key, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def dev_key_path() -> Path:
+    """The per-user development key: under $XDG_CACHE_HOME (default ~/.cache), never in
+    a project tree, so no repository can commit it by accident."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "laya-qual" / "dev-key"
 
 
-def keygen(path: Path) -> Path:
-    """Write a new private key at ``path`` (PEM, mode 0600) and its public key at ``path.pub``."""
+def keygen(path: Path, password: bytes | None = None) -> Path:
+    """Write a new Ed25519 private key at ``path`` (PKCS#8 PEM, mode 0600, encrypted when
+    a password is given) and its public key at ``path.pub``."""
     path = Path(path)
     if path.exists():
         raise SigningError(f"{path}: already exists (refusing to overwrite a key)")
     private = Ed25519PrivateKey.generate()
-    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    encryption = (serialization.BestAvailableEncryption(password) if password
+                  else serialization.NoEncryption())
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
@@ -56,24 +63,55 @@ def _read(path: Path, what: str) -> bytes:
         raise SigningError(f"{path}: cannot read {what} ({e.strerror or e})") from None
 
 
-def load_private_key(path: Path) -> Ed25519PrivateKey:
-    try:
-        key = serialization.load_pem_private_key(_read(path, "private key"), password=None)
-    except (ValueError, TypeError) as e:
-        raise SigningError(f"{path}: not an unencrypted PEM private key ({e})") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise SigningError(f"{path}: not an Ed25519 private key ({type(key).__name__})")
-    return key
+def _is_uri(spec: str) -> bool:
+    scheme, sep, _ = spec.partition(":")
+    return bool(sep) and scheme in SIGNER_FOR_URI_SCHEME and not Path(spec).exists()
 
 
-def load_public_key(path: Path) -> Ed25519PublicKey:
+def load_public_key(path: Path) -> SSlibKey:
+    """A PEM (SubjectPublicKeyInfo) public key of any type securesystemslib verifies."""
     try:
-        key = serialization.load_pem_public_key(_read(path, "public key"))
+        return SSlibKey.from_crypto(serialization.load_pem_public_key(_read(path, "public key")))
     except (ValueError, TypeError) as e:
-        raise SigningError(f"{path}: not a PEM public key ({e})") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise SigningError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
-    return key
+        raise SigningError(f"{path}: not a usable PEM public key ({e})") from None
+
+
+def load_signer(spec: str | Path) -> Signer:
+    """The signer a key spec names: a signer URI (public key from $LAYA_QUAL_SIGNING_PUBLIC_KEY)
+    or a PEM private key file (password, if encrypted, from $LAYA_QUAL_SIGNING_KEY_PASSWORD)."""
+    spec = str(spec)
+    if _is_uri(spec):
+        public_path = os.environ.get(PUBLIC_KEY_ENV)
+        if not public_path:
+            raise SigningError(f"{spec.partition(':')[0]}: a signer URI needs its public key in ${PUBLIC_KEY_ENV}")
+        try:
+            return Signer.from_priv_key_uri(spec, load_public_key(Path(public_path)))
+        except SigningError:
+            raise
+        except Exception as e:  # each signer backend raises its own errors (network, KMS, file)
+            raise SigningError(f"{spec}: cannot load signer ({type(e).__name__}: {e})") from None
+    password = os.environ.get(PASSWORD_ENV)
+    try:
+        key = serialization.load_pem_private_key(_read(Path(spec), "private key"),
+                                                 password=password.encode() if password else None)
+    except TypeError as e:
+        hint = f"; set ${PASSWORD_ENV}" if "encrypted" in str(e) and not password else ""
+        raise SigningError(f"{spec}: cannot load the PEM private key ({e}{hint})") from None
+    except ValueError as e:
+        raise SigningError(f"{spec}: not a usable PEM private key ({e})") from None
+    try:
+        return CryptoSigner(key)
+    except ValueError as e:
+        raise SigningError(f"{spec}: unsupported private key ({e})") from None
+
+
+def is_dev_key(public: Key) -> bool:
+    """Whether ``public`` is this user's development key."""
+    pub = dev_key_path().with_name(dev_key_path().name + ".pub")
+    try:
+        return load_public_key(pub).keyid == public.keyid
+    except SigningError:
+        return False
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -82,12 +120,12 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(t), t, len(payload), payload)
 
 
-def envelope(payload: bytes, payload_type: str, key: Ed25519PrivateKey | None) -> dict:
-    """A DSSE envelope; with no key it carries no signature (and will not verify)."""
+def envelope(payload: bytes, payload_type: str, signer: Signer | None) -> dict:
+    """A DSSE envelope; with no signer it carries no signature (and will not verify)."""
     signatures = []
-    if key is not None:
-        sig = key.sign(pae(payload_type, payload))
-        signatures.append({"keyid": keyid(key.public_key()), "sig": base64.b64encode(sig).decode()})
+    if signer is not None:
+        sig = signer.sign(pae(payload_type, payload))
+        signatures.append({"keyid": sig.keyid, "sig": base64.b64encode(bytes.fromhex(sig.signature)).decode()})
     return {"payload": base64.b64encode(payload).decode(), "payloadType": payload_type,
             "signatures": signatures}
 
@@ -106,7 +144,7 @@ def strict_b64decode(text: object, what: str) -> bytes:
     return raw
 
 
-def open_envelope(env: object, public: Ed25519PublicKey) -> tuple[str, bytes]:
+def open_envelope(env: object, public: Key) -> tuple[str, bytes]:
     """Check shape and every signature against ``public``; return (payloadType, payload)."""
     if not isinstance(env, dict) or set(env) != {"payload", "payloadType", "signatures"}:
         raise SigningError("not a DSSE envelope (needs exactly payload, payloadType, signatures)")
@@ -116,23 +154,24 @@ def open_envelope(env: object, public: Ed25519PublicKey) -> tuple[str, bytes]:
     payload = strict_b64decode(env["payload"], "payload")
     if not isinstance(signatures, list) or not signatures:
         raise SigningError("envelope is unsigned")
-    expected = keyid(public)
+    expected = public.keyid
     for sig in signatures:
         if not isinstance(sig, dict) or "sig" not in sig or not set(sig) <= {"keyid", "sig"}:
             raise SigningError("malformed signature entry (needs sig, optional keyid)")
         if sig.get("keyid", expected) != expected:
             raise SigningError(f"signed by keyid {str(sig.get('keyid'))[:16]}..., not by the given key {expected[:16]}...")
+        raw = strict_b64decode(sig["sig"], "signature")
         try:
-            public.verify(strict_b64decode(sig["sig"], "signature"), pae(payload_type, payload))
-        except InvalidSignature:
+            public.verify_signature(Signature(expected, raw.hex()), pae(payload_type, payload))
+        except (UnverifiedSignatureError, VerificationError):
             raise SigningError("signature does not verify with the given key") from None
     return payload_type, payload
 
 
-def write_bundle(path: Path, payloads: tuple[bytes, ...], key: Ed25519PrivateKey | None,
+def write_bundle(path: Path, payloads: tuple[bytes, ...], signer: Signer | None,
                  payload_type: str = "application/vnd.in-toto+json") -> None:
     """One compact DSSE envelope per line (``*.intoto.jsonl``)."""
-    lines = [json.dumps(envelope(p, payload_type, key), separators=(",", ":")) + "\n" for p in payloads]
+    lines = [json.dumps(envelope(p, payload_type, signer), separators=(",", ":")) + "\n" for p in payloads]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(lines))

@@ -1,20 +1,28 @@
 """Subject digests: what a report vouches for, named so anyone can recompute it.
 
-Two algorithms, both documented in docs/report-format.md:
+Both algorithms are documented in docs/report-format.md:
 
-* runtime (source tree): sha256 over ``"<sha256hex>  <relpath>\\n"`` lines of every
-  ``*.py`` file, sorted by relative path -- the bytes ``sha256sum`` prints, so a
-  shell one-liner reproduces it, and renaming a file changes it.
-* artifact (model directory): sha256 over the concatenated raw 32-byte sha256 of
-  every regular file, sorted by relative path -- OpenSSF model-signing's
-  "digest of digests" root, so its tooling and ours agree.
+* ``dirHash`` (in-toto's DigestSet algorithm, Go's dirhash Hash1 in hex): sha256 over
+  ``"<sha256hex>  <relpath>\\n"`` lines of every file, sorted bytewise by relative
+  path -- what ``sha256sum`` prints, so a shell one-liner reproduces it. The runtime
+  subject is the dirHash of the ``laya`` package's ``*.py`` tree; an artifact's is the
+  dirHash of its whole directory.
+* ``sha256OfFileDigests`` (artifacts only): sha256 over the concatenated raw 32-byte
+  sha256 of every file in the same order -- OpenSSF model-signing's digest-of-digests
+  root. It is a digest over digests, not the sha256 of any one blob, and its label
+  says so.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import subprocess
 from pathlib import Path
+
+DIR_HASH = "dirHash"
+DIGEST_OF_DIGESTS = "sha256OfFileDigests"
+GIT_COMMIT = "gitCommit"
 
 
 class SubjectError(Exception):
@@ -34,31 +42,40 @@ def _regular_files(root: Path, pattern: str) -> list[tuple[str, Path]]:
         raise SubjectError(f"{root}: not a directory")
     files = []
     for path in root.rglob(pattern):
-        if "__pycache__" in path.parts:
+        if "__pycache__" in path.relative_to(root).parts:
             continue
         if path.is_symlink():
             raise SubjectError(f"{path}: symlinks are not digested (refused)")
         if path.is_file():
-            files.append((path.relative_to(root).as_posix(), path))
+            rel = path.relative_to(root).as_posix()
+            if "\n" in rel or "\\" in rel:
+                # sha256sum escapes such names, so no portable line exists for them.
+                raise SubjectError(f"{path}: a newline or backslash in a file name is not digested (refused)")
+            files.append((rel, path))
     return sorted(files, key=lambda item: item[0].encode())
 
 
+def dir_hash(per_file: dict[str, str]) -> str:
+    """in-toto dirHash of files given as {relative path: sha256 hex}."""
+    lines = "".join(f"{per_file[rel]}  {rel}\n" for rel in sorted(per_file, key=str.encode))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
 def source_digest(root: Path) -> tuple[str, dict[str, str]]:
-    """Digest of a Python source tree and its per-file sha256s."""
+    """dirHash of a Python source tree (its ``*.py`` files) and its per-file sha256s."""
     per_file = {rel: file_sha256(p) for rel, p in _regular_files(Path(root), "*.py")}
-    lines = "".join(f"{digest}  {rel}\n" for rel, digest in per_file.items())
-    return hashlib.sha256(lines.encode()).hexdigest(), per_file
+    return dir_hash(per_file), per_file
 
 
-def artifact_digest(root: Path) -> tuple[str, dict[str, str]]:
-    """model-signing style root digest of a directory and its per-file sha256s."""
+def artifact_digest(root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """An artifact directory's digest set (dirHash and digest of file digests) and per-file sha256s."""
     per_file = {rel: file_sha256(p) for rel, p in _regular_files(Path(root), "*")}
     if not per_file:
         raise SubjectError(f"{root}: no files to digest")
     root_hash = hashlib.sha256()
-    for digest in per_file.values():
-        root_hash.update(bytes.fromhex(digest))
-    return root_hash.hexdigest(), per_file
+    for rel in sorted(per_file, key=str.encode):
+        root_hash.update(bytes.fromhex(per_file[rel]))
+    return {DIR_HASH: dir_hash(per_file), DIGEST_OF_DIGESTS: root_hash.hexdigest()}, per_file
 
 
 def package_dir(name: str) -> Path | None:
@@ -69,19 +86,37 @@ def package_dir(name: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def clean_git_commit(directory: Path) -> str | None:
+    """HEAD when ``directory`` is tracked in a git checkout with no local changes
+    under it; None otherwise (an installed copy, untracked or modified sources)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(directory), *args], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+    try:
+        if not git("ls-files", "--", ".") or git("status", "--porcelain", "--", "."):
+            return None
+        return git("rev-parse", "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def runtime_subject() -> dict:
     root = package_dir("laya")
     if root is None:
         raise SubjectError("the laya runtime package is not importable")
     digest, per_file = source_digest(root)
-    return {"name": "laya-runtime", "digest": {"sha256": digest},
+    digests = {DIR_HASH: digest}
+    commit = clean_git_commit(root)
+    if commit:
+        digests[GIT_COMMIT] = commit
+    return {"name": "laya-runtime", "digest": digests,
             "annotations": {"kind": "runtime", "files": len(per_file)}}
 
 
 def artifact_subject(directory: str | Path, role: str) -> dict:
     path = Path(directory)
-    digest, per_file = artifact_digest(path)
-    return {"name": f"artifact/{path.resolve().name}", "digest": {"sha256": digest},
+    digests, per_file = artifact_digest(path)
+    return {"name": f"artifact/{path.resolve().name}", "digest": digests,
             "annotations": {"kind": "artifact", "role": role, "files": per_file}}
 
 

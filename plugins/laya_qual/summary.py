@@ -10,6 +10,16 @@ from laya_qual.claims import Claim
 from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
 
 _ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
+DEV_KEY_NOTE = "signed with a laya-qual DEVELOPMENT key: for local checks only, not a release report"
+
+
+def _dev_key(p: dict) -> bool:
+    return bool(p.get("signing", {}).get("developmentKey"))
+
+
+def _digests(subject: dict) -> str:
+    """A subject's digest set as ``algorithm:value`` pairs (dirHash, gitCommit, ...)."""
+    return " ".join(f"{alg}:{value}" for alg, value in sorted(subject["digest"].items()))
 
 
 def failures_first(claims: list[dict]) -> list[dict]:
@@ -76,7 +86,9 @@ def text(laya: dict, path: str, signature: str) -> str:
              f"  signature {signature}",
              f"  run       {p['invocation']['finishedOn']}; {_environment(p)}",
              f"  seed      {p['hypothesis']['reproduce']}"]
-    lines += [f"  subject   {s['name']}  sha256:{s['digest']['sha256']}" for s in laya["subject"]]
+    if _dev_key(p):
+        lines.insert(3, f"  WARNING   {DEV_KEY_NOTE}")
+    lines += [f"  subject   {s['name']}  {_digests(s)}" for s in laya["subject"]]
     lines += ["", f"  {'CLAIM':<{width}}  {'VERDICT':<13}  EVIDENCE"]
     lines += [f"  {c['id']:<{width}}  {c['verdict']:<13}  {evidence_line(c)}" for c in claims]
     if p["benchmarks"]:
@@ -90,10 +102,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(laya: dict, bundle_name: str) -> str:
-    """Release-note summary: claims table (failures first), scope, subjects, how to verify."""
+def markdown(laya: dict, bundle_name: str, signature: str) -> str:
+    """Release-note summary: signature status, claims table (failures first), scope,
+    subjects, how to verify."""
     p = laya["predicate"]
-    out = [f"## Qualification report: {p['result']}", "",
+    out = [f"## Qualification report: {p['result']}", "", f"**Signature:** {_cell(signature)}.", ""]
+    if _dev_key(p):
+        out += [f"**Warning:** {DEV_KEY_NOTE}", ""]
+    out += [
            f"{_counts(p)}. Produced {p['invocation']['finishedOn']} with laya-qual "
            f"{p['harness']['version']}; {_environment(p)}. Hypothesis: `{p['hypothesis']['reproduce']}`.", "",
            "| Claim | Verdict | Evidence |", "|---|---|---|"]
@@ -111,10 +127,10 @@ def markdown(laya: dict, bundle_name: str) -> str:
         out += [f"| `{t}` | {m} | {r} | {_cell(e)} |" for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
     out += ["", "### Scope", "", p["scope"]["statement"], ""]
     out += [f"- Not qualified: {item}" for item in p["scope"]["notQualified"]]
-    out += ["", "### Subjects", "", "| Subject | sha256 |", "|---|---|"]
-    out += [f"| `{s['name']}` | `{s['digest']['sha256']}` |" for s in laya["subject"]]
+    out += ["", "### Subjects", "", "| Subject | Digests |", "|---|---|"]
+    out += [f"| `{s['name']}` | `{_digests(s)}` |" for s in laya["subject"]]
     out += ["", "### How to verify", "", "Offline, with the release's public key:", "", "```",
-            f"laya-qual verify {bundle_name} --public-key RELEASE_KEY.pub [--artifact DIR ...]", "```",
+            f"laya-qual verify {bundle_name} --public-key RELEASE_KEY.pub --require-result PASSED [--artifact DIR ...]", "```",
             "", "The bundle is DSSE (Ed25519) around in-toto Statement v1, so securesystemslib's "
             "`Envelope.verify` also checks it; see docs/report-format.md.", ""]
     return "\n".join(out)

@@ -2,7 +2,9 @@
 of the two predicates, and (given directories) the artifact subject digests.
 
 Every failure is a VerifyError with a one-line reason; nothing is trusted before the
-signature over it has been checked.
+signature over it has been checked. Lines this verifier does not recognise (another
+payload type, another predicate type) are ignored, as the in-toto bundle spec asks of
+consumers; a line that claims to be one of ours must be signed by the given key.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from securesystemslib.signer import Key
 
 from laya_qual.report import (LAYA_TYPE, PAYLOAD_TYPE, STATEMENT_TYPE, TEST_RESULT_TYPE,
                               AgreementError, check_agreement)
-from laya_qual.signing import SigningError, keyid, open_envelope
-from laya_qual.subjects import SubjectError, artifact_digest
+from laya_qual.signing import SigningError, open_envelope
+from laya_qual.subjects import DIR_HASH, SubjectError, artifact_digest
 
 
 class VerifyError(Exception):
@@ -29,6 +31,7 @@ class Verified:
     test_result: dict
     laya: dict
     keyid: str
+    ignored: int = 0
 
 
 def _no_duplicates(pairs):
@@ -63,14 +66,17 @@ def parse_lines(data: bytes, path: Path | str) -> list[dict]:
 
 
 def read_statements(path: Path) -> list[tuple[dict, bytes]]:
-    """Statements without checking signatures (for ``show``): (statement, payload)."""
+    """In-toto statements without checking signatures (for ``show``): (statement, payload).
+    Lines that carry no readable statement are skipped, as ``verify`` ignores them."""
     out = []
-    for number, env in enumerate(parse_lines(read_bundle(path), path), 1):
+    for env in parse_lines(read_bundle(path), path):
         try:
             payload = base64.b64decode(env["payload"], validate=True)
-            out.append((json.loads(payload), payload))
-        except (KeyError, TypeError, ValueError) as e:
-            raise VerifyError(f"{path}: line {number} has no readable in-toto statement ({e})") from None
+            stmt = json.loads(payload)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if isinstance(stmt, dict):
+            out.append((stmt, payload))
     return out
 
 
@@ -89,21 +95,40 @@ def _check_statement(stmt: object, where: str) -> dict:
     return stmt
 
 
-def verify_bundle(path: Path, public: Ed25519PublicKey, artifacts: list[str] = ()) -> Verified:
+def verify_bundle(path: Path, public: Key, artifacts: list[str] = ()) -> Verified:
     return verify_bytes(read_bundle(path), public, artifacts, path)
 
 
-def verify_bytes(data: bytes, public: Ed25519PublicKey, artifacts: list[str] = (),
+OURS = (TEST_RESULT_TYPE, LAYA_TYPE)
+
+
+def _claimed_type(env: dict) -> str | None:
+    """The predicate type a line says it carries, read without trusting it, to decide
+    whether the line is ours (and must verify) or someone else's (and is ignored)."""
+    if env.get("payloadType") != PAYLOAD_TYPE:
+        return None
+    try:
+        stmt = json.loads(base64.b64decode(env.get("payload"), validate=True))
+    except (TypeError, ValueError):
+        return None
+    return stmt.get("predicateType") if isinstance(stmt, dict) else None
+
+
+def verify_bytes(data: bytes, public: Key, artifacts: list[str] = (),
                  path: Path | str = "bundle") -> Verified:
     by_type: dict[str, tuple[dict, bytes]] = {}
+    ignored = 0
     for number, env in enumerate(parse_lines(data, path), 1):
         where = f"{path}: line {number}"
+        if not isinstance(env, dict):
+            raise VerifyError(f"{where}: not a DSSE envelope (not a JSON object)")
+        if _claimed_type(env) not in OURS:
+            ignored += 1
+            continue
         try:
             payload_type, payload = open_envelope(env, public)
         except SigningError as e:
             raise VerifyError(f"{where}: {e}") from None
-        if payload_type != PAYLOAD_TYPE:
-            raise VerifyError(f"{where}: payloadType {payload_type!r}, expected {PAYLOAD_TYPE!r}")
         try:
             stmt = _check_statement(json.loads(payload, object_pairs_hook=_no_duplicates), where)
         except ValueError as e:
@@ -111,8 +136,8 @@ def verify_bytes(data: bytes, public: Ed25519PublicKey, artifacts: list[str] = (
         if stmt["predicateType"] in by_type:
             raise VerifyError(f"{where}: a second {stmt['predicateType']} statement")
         by_type[stmt["predicateType"]] = (stmt, payload)
-    missing = [t for t in (TEST_RESULT_TYPE, LAYA_TYPE) if t not in by_type]
-    if missing or len(by_type) != 2:
+    missing = [t for t in OURS if t not in by_type]
+    if missing:
         raise VerifyError(f"{path}: needs one test-result and one laya-qual statement (missing {missing})")
     (test_result, _), (laya, laya_payload) = by_type[TEST_RESULT_TYPE], by_type[LAYA_TYPE]
     try:
@@ -121,17 +146,18 @@ def verify_bytes(data: bytes, public: Ed25519PublicKey, artifacts: list[str] = (
         raise VerifyError(f"{path}: statements disagree: {e}") from None
     for directory in artifacts:
         check_artifact(laya, directory)
-    return Verified(test_result, laya, keyid(public))
+    return Verified(test_result, laya, public.keyid, ignored)
 
 
 def check_artifact(laya: dict, directory: str) -> None:
-    """The recomputed digest of ``directory`` must be one of the report's subjects."""
+    """The recomputed digest set of ``directory`` must match one of the report's
+    artifact subjects (in-toto matching: any shared algorithm agrees)."""
     try:
-        digest, per_file = artifact_digest(Path(directory))
+        digests, per_file = artifact_digest(Path(directory))
     except (SubjectError, OSError) as e:
         raise VerifyError(f"artifact {directory}: {e}") from None
     subjects = [s for s in laya["subject"] if s.get("annotations", {}).get("kind") == "artifact"]
-    if any(s["digest"].get("sha256") == digest for s in subjects):
+    if any(s["digest"].get(alg) == value for s in subjects for alg, value in digests.items()):
         return
     name = f"artifact/{Path(directory).resolve().name}"
     for s in subjects:
@@ -139,6 +165,6 @@ def check_artifact(laya: dict, directory: str) -> None:
             recorded = s.get("annotations", {}).get("files", {})
             changed = sorted(set(recorded.items()) ^ set(per_file.items()))
             detail = f" (first differing file: {changed[0][0]})" if changed else ""
-            raise VerifyError(f"artifact {directory}: sha256 {digest[:16]}... differs from subject "
-                              f"{name} {s['digest'].get('sha256', '')[:16]}...{detail}")
-    raise VerifyError(f"artifact {directory}: sha256 {digest[:16]}... is not a subject of this report")
+            raise VerifyError(f"artifact {directory}: {DIR_HASH} {digests[DIR_HASH][:16]}... differs from "
+                              f"subject {name} {s['digest'].get(DIR_HASH, '')[:16]}...{detail}")
+    raise VerifyError(f"artifact {directory}: {DIR_HASH} {digests[DIR_HASH][:16]}... is not a subject of this report")
