@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
 
 import hypothesis.core
 import pytest
@@ -15,7 +17,7 @@ from laya_qual.verify import VerifyError, verify_bundle
 
 pytest_plugins = ("pytester",)
 
-A, B, C, D = "report.verdicts", "report.signature", "report.interop", "report.subjects"
+A, B, C, D, E = "report.verdicts", "report.signature", "report.interop", "report.subjects", "report.verify.agreement"
 
 MIXED = f"""
 import pytest
@@ -42,6 +44,15 @@ def broken():
 
 @pytest.mark.laya_claim("{D}")
 def test_d_setup_error(broken):
+    pass
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+@pytest.mark.laya_claim("{E}")
+def test_e_teardown_error(broken_teardown):
     pass
 
 @pytest.mark.laya_claim("report.verify.tamper")
@@ -91,20 +102,23 @@ def by_id(laya):
 def test_verdicts_and_failed_result(pytester, key):
     pytester.makepyfile(MIXED)
     result, tr, laya = run(pytester, key)
-    result.assert_outcomes(passed=2, failed=1, skipped=1, errors=1, xfailed=1)
+    result.assert_outcomes(passed=3, failed=1, skipped=1, errors=2, xfailed=1)
     claims = by_id(laya)
     assert list(claims) == list(CLAIMS)  # every catalogued claim, catalogue order
     assert claims[A]["verdict"] == "failed"  # one pass does not outweigh a failure
     assert claims[B]["verdict"] == "failed"
     assert claims[C]["verdict"] == "not evaluated"  # all skipped
     assert claims[D]["verdict"] == "failed"  # setup error
+    assert claims[E]["verdict"] == "failed"  # the call passed, its teardown failed
     assert claims["report.verify.tamper"]["verdict"] == "failed"  # an xfail says it does not hold
     assert claims["report.xdist-equal"] == {**claims["report.xdist-equal"], "verdict": "not evaluated", "evidence": []}
     outcomes = {e["test"].split("::")[1]: e["outcome"] for c in claims.values() for e in c["evidence"]}
     assert outcomes == {"test_a_passes": "passed", "test_b_passes": "passed", "test_b_fails": "failed",
-                        "test_c_skipped": "skipped", "test_d_setup_error": "error", "test_xfail": "xfailed"}
+                        "test_c_skipped": "skipped", "test_d_setup_error": "error", "test_e_teardown_error": "error",
+                        "test_xfail": "xfailed"}
     assert tr["predicate"]["result"] == laya["predicate"]["result"] == "FAILED"
-    assert [t.split("::")[1] for t in tr["predicate"]["failedTests"]] == ["test_b_fails", "test_d_setup_error", "test_xfail"]
+    assert [t.split("::")[1] for t in tr["predicate"]["failedTests"]] == ["test_b_fails", "test_d_setup_error",
+                                                                               "test_e_teardown_error", "test_xfail"]
     assert [t.split("::")[1] for t in tr["predicate"]["warnedTests"]] == ["test_c_skipped"]
     result.stdout.fnmatch_lines(["*result FAILED*", f"*failed claim: {A}*"])
 
@@ -236,5 +250,122 @@ def test_bad_signing_key_is_a_usage_error(pytester):
     (pytester.path / "notakey").write_text("hello")
     result = pytester.runpytest_inprocess("-p", "laya_qual", "--laya-report", "r.jsonl",
                                           "--laya-signing-key", "notakey")
-    result.stderr.fnmatch_lines(["*laya_qual report: notakey: not an unencrypted PEM private key*"])
+    result.stderr.fnmatch_lines(["*laya_qual report: notakey: not a usable PEM private key*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+SIMPLE = f"import pytest\n@pytest.mark.laya_claim({A!r})\ndef test_a():\n    pass\n"
+CI_VARS = ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID", "CI_JOB_URL")
+
+
+def payload_texts(path) -> list[str]:
+    return [base64.b64decode(json.loads(line)["payload"]).decode() for line in path.read_text().splitlines()]
+
+
+@pytest.mark.laya_claim("report.interop")
+def test_report_validates_with_in_toto_attestation_and_securesystemslib(pytester, key, monkeypatch):
+    """Both statements parse strictly into the in-toto-attestation protobufs (unknown fields
+    refused) and pass its Statement/ResourceDescriptor validation; every line verifies
+    with securesystemslib's DSSE Envelope."""
+    json_format = pytest.importorskip("google.protobuf.json_format")
+    pytest.importorskip("in_toto_attestation")
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+    from in_toto_attestation.predicates.test_result.v0 import test_result_pb2
+    from in_toto_attestation.v1 import statement_pb2
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+    from in_toto_attestation.v1.statement import Statement
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import SSlibKey
+
+    for var in CI_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.example")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "org/repo")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    pytester.makepyfile(MIXED)
+    _, tr, laya = run(pytester, key)
+    out = pytester.path / "report.intoto.jsonl"
+    public = SSlibKey.from_crypto(load_pem_public_key(key.with_name(key.name + ".pub").read_bytes()))
+    for line in out.read_text().splitlines():
+        Envelope.from_dict(json.loads(line)).verify([public], 1)
+    for stmt in (tr, laya):
+        pb = json_format.Parse(json.dumps(stmt), statement_pb2.Statement())
+        Statement.copy_from_pb(pb).validate()
+        assert all(s.digest for s in pb.subject)
+    result = json_format.Parse(json.dumps(tr["predicate"]), test_result_pb2.TestResult())
+    assert result.url == "https://github.example/org/repo/actions/runs/42"
+    assert laya["predicate"]["invocation"]["url"] == result.url
+    for descriptor in result.configuration:
+        ResourceDescriptor.copy_from_pb(descriptor).validate()
+        assert descriptor.digest or descriptor.content or descriptor.uri, descriptor.name
+    [invocation] = [d for d in result.configuration if d.name == "pytest-invocation"]
+    assert hashlib.sha256(invocation.content).hexdigest() == invocation.digest["sha256"]
+    assert json.loads(invocation.content)["args"] == laya["predicate"]["invocation"]["args"]
+    runtime = next(s for s in laya["subject"] if s["name"] == "laya-runtime")
+    assert set(runtime["digest"]) <= {"dirHash", "gitCommit"} and "dirHash" in runtime["digest"]
+
+
+@pytest.mark.laya_claim("report.interop")
+def test_gitlab_url_and_no_url_outside_ci(pytester, key, monkeypatch):
+    for var in CI_VARS:
+        monkeypatch.delenv(var, raising=False)
+    pytester.makepyfile(SIMPLE)
+    _, tr, laya = run(pytester, key)
+    assert "url" not in tr["predicate"] and "url" not in laya["predicate"]["invocation"]
+    monkeypatch.setenv("CI_JOB_URL", "https://gitlab.example/g/p/-/jobs/7")
+    _, tr, _ = run(pytester, key)
+    assert tr["predicate"]["url"] == "https://gitlab.example/g/p/-/jobs/7"
+
+
+@pytest.mark.laya_claim("report.interop")
+def test_no_absolute_local_path_is_signed(pytester, key, tmp_path_factory):
+    """Key, report, suite and test paths given as absolute paths, inside and outside
+    the rootdir, leave no absolute path in either statement."""
+    from laya_qual.subjects import package_dir
+
+    outside = tmp_path_factory.mktemp("elsewhere") / "report.intoto.jsonl"
+    pytester.makepyfile(SIMPLE)
+    suite_file = package_dir("laya_qual.suite") / "test_report_signing.py"
+    args = ("-p", "laya_qual", "--laya-report", str(outside), f"--laya-signing-key={key}",
+            str(pytester.path / "test_no_absolute_local_path_is_signed.py"), str(suite_file), "-k", "test_a or test_pae")
+    pytester.runpytest_inprocess(*args)
+    texts = payload_texts(outside)
+    for local in {str(pytester.path), str(key.parent), str(outside.parent), str(package_dir("laya_qual.suite")),
+                  str(pytester.path.resolve()), os.path.expanduser("~")}:
+        assert all(local not in t for t in texts), local
+    laya = json.loads(texts[1])
+    invocation = laya["predicate"]["invocation"]["args"]
+    assert "<local path>" in invocation and "laya_qual/suite/test_report_signing.py" in invocation
+    assert "test_no_absolute_local_path_is_signed.py" in invocation
+
+
+@pytest.mark.laya_claim("report.xdist-equal")
+def test_suite_test_ids_do_not_depend_on_how_the_suite_was_started(pytester, key):
+    """The same suite test by file path, by --pyargs and by --laya-qualify: one id."""
+    from laya_qual.subjects import package_dir
+
+    suite = package_dir("laya_qual.suite")
+    expected = "laya_qual/suite/test_report_signing.py::test_pae_is_dsse_v1"
+    for selection in ([str(suite / "test_report_signing.py")], ["--pyargs", "laya_qual.suite.test_report_signing"],
+                      ["--laya-qualify", str(suite)]):
+        _, tr, laya = run(pytester, key, *selection, "-k", "test_pae_is_dsse_v1")
+        assert tr["predicate"]["passedTests"] == [expected], selection
+        assert [e["test"] for e in by_id(laya)["report.interop"]["evidence"]] == [expected]
+
+
+@pytest.mark.laya_claim("report.signature")
+def test_development_key_is_recorded(pytester, monkeypatch, tmp_path):
+    from laya_qual.signing import dev_key_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    dev = dev_key_path()
+    assert dev == tmp_path / "cache" / "laya-qual" / "dev-key"
+    keygen(dev)
+    pytester.makepyfile(SIMPLE)
+    _, _, laya = run(pytester, dev)
+    signing = laya["predicate"]["signing"]
+    assert signing["developmentKey"] is True and signing["keytype"] == "ed25519"
+    other = tmp_path / "release-key"
+    keygen(other)
+    _, _, laya = run(pytester, other)
+    assert laya["predicate"]["signing"]["developmentKey"] is False

@@ -6,8 +6,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import random
+import shutil
 import stat
+import subprocess
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -18,8 +21,9 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from laya_qual.claims import CLAIMS
 from laya_qual.report import LAYA_TYPE, PAYLOAD_TYPE, TEST_RESULT_TYPE, build_claims, build_statements, canonical
-from laya_qual.signing import SigningError, keygen, keyid, load_private_key, load_public_key, pae, write_bundle
-from laya_qual.subjects import artifact_digest, artifact_subject, source_digest
+from laya_qual.signing import (PASSWORD_ENV, PUBLIC_KEY_ENV, SigningError, keygen, load_public_key, load_signer,
+                                pae, write_bundle)
+from laya_qual.subjects import artifact_subject
 from laya_qual.verify import VerifyError, verify_bundle, verify_bytes
 
 CATALOGUE = {cid: CLAIMS[cid] for cid in ("report.verdicts", "report.signature", "report.interop")}
@@ -28,7 +32,7 @@ RECORDS = [
     {"test": "t.py::test_bad", "claims": ["report.signature"], "outcome": "failed"},
     {"test": "t.py::test_skip", "claims": ["report.signature", "report.interop"], "outcome": "skipped"},
 ]
-SUBJECTS = [{"name": "laya-runtime", "digest": {"sha256": "ab" * 32}}]
+SUBJECTS = [{"name": "laya-runtime", "digest": {"dirHash": "ab" * 32}}]
 
 
 def payloads(records=RECORDS, subjects=SUBJECTS):
@@ -36,11 +40,17 @@ def payloads(records=RECORDS, subjects=SUBJECTS):
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory):
+def key_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("keys")
     keygen(d / "k")
     keygen(d / "other")
-    return load_private_key(d / "k"), load_public_key(d / "k.pub"), load_public_key(d / "other.pub")
+    return d
+
+
+@pytest.fixture(scope="module")
+def keys(key_dir):
+    d = key_dir
+    return load_signer(d / "k"), load_public_key(d / "k.pub"), load_public_key(d / "other.pub")
 
 
 @pytest.fixture
@@ -55,18 +65,58 @@ def test_keygen_modes_and_refuses_overwrite(tmp_path):
     public = keygen(tmp_path / "k")
     assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
     assert public == tmp_path / "k.pub" and b"BEGIN PUBLIC KEY" in public.read_bytes()
-    assert keyid(load_private_key(tmp_path / "k").public_key()) == keyid(load_public_key(public))
+    assert load_signer(tmp_path / "k").public_key.keyid == load_public_key(public).keyid
     with pytest.raises(SigningError, match="already exists"):
         keygen(tmp_path / "k")
+    with pytest.raises(SigningError, match="not a usable PEM public key"):
+        load_public_key(tmp_path / "k")
+    with pytest.raises(SigningError, match="not a usable PEM private key"):
+        load_signer(public)
 
 
 @pytest.mark.laya_claim("report.signature")
-def test_wrong_key_types_are_refused(tmp_path):
+def test_encrypted_key_needs_its_password_from_the_environment(tmp_path, monkeypatch):
+    public = load_public_key(keygen(tmp_path / "k", password=b"s3cret"))
+    assert b"ENCRYPTED PRIVATE KEY" in (tmp_path / "k").read_bytes()
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    with pytest.raises(SigningError, match=f"encrypted.*{PASSWORD_ENV}"):
+        load_signer(tmp_path / "k")
+    monkeypatch.setenv(PASSWORD_ENV, "wrong")
+    with pytest.raises(SigningError, match="k: "):
+        load_signer(tmp_path / "k")
+    monkeypatch.setenv(PASSWORD_ENV, "s3cret")
+    path = tmp_path / "r.intoto.jsonl"
+    write_bundle(path, payloads(), load_signer(tmp_path / "k"))
+    assert verify_bundle(path, public).keyid == public.keyid
+
+
+@pytest.mark.laya_claim("report.signature")
+def test_signer_uri_signs_through_securesystemslib(tmp_path, monkeypatch):
+    """Any securesystemslib signer URI works; ``file2:`` is the one that needs no KMS."""
+    keygen(tmp_path / "k")
+    monkeypatch.delenv(PUBLIC_KEY_ENV, raising=False)
+    with pytest.raises(SigningError, match=PUBLIC_KEY_ENV):
+        load_signer(f"file2:{tmp_path / 'k'}")
+    monkeypatch.setenv(PUBLIC_KEY_ENV, str(tmp_path / "k.pub"))
+    path = tmp_path / "r.intoto.jsonl"
+    write_bundle(path, payloads(), load_signer(f"file2:{tmp_path / 'k'}"))
+    verify_bundle(path, load_public_key(tmp_path / "k.pub"))
+    with pytest.raises(SigningError, match="cannot load signer"):
+        load_signer(f"file2:{tmp_path / 'missing'}")
+
+
+@pytest.mark.laya_claim("report.signature")
+def test_ecdsa_keys_sign_and_only_their_key_verifies(tmp_path, keys):
     ecdsa = ec.generate_private_key(ec.SECP256R1())
+    (tmp_path / "ec").write_bytes(ecdsa.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                      serialization.NoEncryption()))
     (tmp_path / "ec.pub").write_bytes(ecdsa.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    with pytest.raises(SigningError, match="not an Ed25519 public key"):
-        load_public_key(tmp_path / "ec.pub")
+    path = tmp_path / "r.intoto.jsonl"
+    write_bundle(path, payloads(), load_signer(tmp_path / "ec"))
+    verify_bundle(path, load_public_key(tmp_path / "ec.pub"))
+    with pytest.raises(VerifyError, match="not by the given key"):
+        verify_bundle(path, keys[1])
 
 
 @pytest.mark.laya_claim("report.signature")
@@ -169,21 +219,23 @@ def test_statements_must_both_be_there_once(tmp_path, keys):
 
 
 @pytest.mark.laya_claim("report.interop")
-def test_securesystemslib_verifies_our_bundle(bundle, keys):
-    private, public, other = keys
+def test_securesystemslib_verifies_our_bundle(bundle, keys, key_dir):
+    _, public, other = keys
     for line in bundle.read_text().splitlines():
         env = Envelope.from_dict(json.loads(line))
         assert env.payload_type == PAYLOAD_TYPE
-        accepted = env.verify([SSlibKey.from_crypto(public)], 1)
-        assert list(accepted) == [keyid(public)]
+        pem = serialization.load_pem_public_key((key_dir / "k.pub").read_bytes())
+        accepted = env.verify([SSlibKey.from_crypto(pem)], 1)
+        assert list(accepted) == [public.keyid]
         with pytest.raises(VerificationError):
-            env.verify([SSlibKey.from_crypto(other)], 1)
+            env.verify([other], 1)
 
 
 @pytest.mark.laya_claim("report.interop")
 def test_we_verify_a_securesystemslib_bundle(tmp_path, keys):
-    private, public, other = keys
-    signer = CryptoSigner(private)
+    other = keys[2]
+    signer = CryptoSigner.generate_ed25519()
+    public = signer.public_key
     lines = []
     for payload in payloads():
         env = Envelope(payload, PAYLOAD_TYPE, {})
@@ -198,55 +250,143 @@ def test_we_verify_a_securesystemslib_bundle(tmp_path, keys):
         verify_bundle(path, other)
 
 
-def _artifact(tmp_path):
-    d = tmp_path / "artifact"
-    (d / "head").mkdir(parents=True)
-    (d / "manifest.json").write_bytes(b'{"a": 1}')
-    (d / "head" / "weights.safetensors").write_bytes(bytes(range(256)) * 4)
-    (d / "tokenizer.json").write_bytes(b"{}")
-    return d
+def _line(payload: bytes, signer=None, payload_type=PAYLOAD_TYPE) -> str:
+    """One DSSE line built with securesystemslib (independent of our writer)."""
+    env = Envelope(payload, payload_type, {})
+    if signer is not None:
+        env.sign(signer)
+    return json.dumps(env.to_dict()) + "\n"
+
+
+def _foreign_statement() -> bytes:
+    return canonical({"_type": "https://in-toto.io/Statement/v1", "subject": SUBJECTS,
+                      "predicateType": "https://slsa.dev/provenance/v1", "predicate": {"buildDefinition": {}}})
+
+
+@pytest.mark.laya_claim("report.interop")
+def test_unrecognised_lines_are_ignored(bundle, keys):
+    """The in-toto bundle spec: consumers ignore lines they do not recognise, whoever signed them."""
+    stranger = CryptoSigner.generate_ed25519()
+    original = bundle.read_text()
+    extras = [_line(_foreign_statement(), stranger), _line(_foreign_statement()),
+              _line(b"not json at all", stranger, "application/octet-stream"),
+              _line(_foreign_statement(), keys[0])]
+    for extra in extras:
+        for text in (extra + original, original + extra):
+            bundle.write_text(text)
+            assert verify_bundle(bundle, keys[1]).ignored == 1
+
+
+@pytest.mark.laya_claim("report.signature")
+@pytest.mark.parametrize("which", [0, 1], ids=["test-result", "laya"])
+def test_our_predicate_types_signed_by_another_key_or_unsigned_are_refused(bundle, keys, which):
+    """An extra line of a laya-qual predicate type is never ignored: it must verify."""
+    stranger = CryptoSigner.generate_ed25519()
+    original = bundle.read_text()
+    payload = payloads()[which]
+    for extra, reason in ((_line(payload, stranger), "not by the given key"),
+                          (_line(payload), "unsigned")):
+        for text in (extra + original, original + extra):
+            bundle.write_text(text)
+            with pytest.raises(VerifyError, match=reason):
+                verify_bundle(bundle, keys[1])
+    # The same statement alone (our own line removed), signed by another key: refused too.
+    lines = original.splitlines(keepends=True)
+    lines[which] = _line(payload, stranger)
+    bundle.write_text("".join(lines))
+    with pytest.raises(VerifyError, match="not by the given key"):
+        verify_bundle(bundle, keys[1])
+
+
+# --- subject digests: references written from docs/report-format.md, not from subjects.py ---
+
+def _tree(root, files: dict[str, bytes]):
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+ARTIFACT = {"manifest.json": b'{"a": 1}', "head/weights.safetensors": bytes(range(256)) * 4,
+            "tokenizer.json": b"{}", ".hidden": b"dot-file", "head/.meta/deep/x.bin": b"\x00\x01",
+            "B.txt": b"upper sorts first", "head-x": b"'-' (0x2d) sorts before '/' (0x2f)"}
+
+
+def reference_dir_hash(root) -> str:
+    """in-toto dirHash: sha256sum lines of every file, sorted bytewise by relative path."""
+    rels = sorted((os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs),
+                  key=str.encode)
+    lines = "".join(f"{hashlib.sha256(open(os.path.join(root, r), 'rb').read()).hexdigest()}  {r}\n" for r in rels)
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def reference_digest_of_digests(root) -> str:
+    rels = sorted((os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs),
+                  key=str.encode)
+    return hashlib.sha256(b"".join(hashlib.sha256(open(os.path.join(root, r), "rb").read()).digest()
+                                   for r in rels)).hexdigest()
+
+
+def shell_dir_hash(root) -> str | None:
+    """The in-toto spec's own command line, when coreutils are there."""
+    if not (shutil.which("sha256sum") and shutil.which("find")):
+        return None
+    out = subprocess.run("find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -f1 -d' '",
+                         shell=True, cwd=root, capture_output=True, text=True, check=True).stdout
+    return out.strip()
 
 
 @pytest.mark.laya_claim("report.subjects")
-def test_artifact_digest_is_model_signing_digest_of_digests(tmp_path):
-    d = _artifact(tmp_path)
-    files = sorted(p for p in d.rglob("*") if p.is_file())
-    expected = hashlib.sha256(b"".join(hashlib.sha256(p.read_bytes()).digest()
-                                       for p in sorted(files, key=lambda p: p.relative_to(d).as_posix())))
-    digest, per_file = artifact_digest(d)
-    assert digest == expected.hexdigest()
-    assert list(per_file) == ["head/weights.safetensors", "manifest.json", "tokenizer.json"]
+def test_artifact_subject_is_in_toto_dir_hash_and_model_signing_root(tmp_path):
+    d = _tree(tmp_path / "artifact", ARTIFACT)
+    subject = artifact_subject(d, "head")
+    assert subject["digest"]["dirHash"] == reference_dir_hash(d)
+    assert subject["digest"]["sha256OfFileDigests"] == reference_digest_of_digests(d)
+    assert "sha256" not in subject["digest"]  # no blob has these bytes
+    shell = shell_dir_hash(d)
+    assert shell in (None, subject["digest"]["dirHash"])
+    assert set(subject["annotations"]["files"]) == set(ARTIFACT)
 
 
 @pytest.mark.laya_claim("report.subjects")
-def test_runtime_digest_is_sha256sum_lines(tmp_path):
-    (tmp_path / "pkg" / "sub").mkdir(parents=True)
-    (tmp_path / "pkg" / "__init__.py").write_text("x = 1\n")
-    (tmp_path / "pkg" / "sub" / "a.py").write_text("y = 2\n")
-    (tmp_path / "pkg" / "data.txt").write_text("not source")
-    lines = "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {name}\n" for name, p in
-                    [("__init__.py", tmp_path / "pkg" / "__init__.py"), ("sub/a.py", tmp_path / "pkg" / "sub" / "a.py")])
-    assert source_digest(tmp_path / "pkg")[0] == hashlib.sha256(lines.encode()).hexdigest()
+def test_runtime_subject_is_dir_hash_of_the_py_tree(tmp_path):
+    from laya_qual.subjects import runtime_subject, package_dir
+
+    copy = tmp_path / "laya"
+    shutil.copytree(package_dir("laya"), copy, ignore=lambda d, names: [
+        n for n in names if n == "__pycache__" or (os.path.isfile(os.path.join(d, n)) and not n.endswith(".py"))])
+    subject = runtime_subject()
+    assert subject["digest"]["dirHash"] == reference_dir_hash(copy)
+    assert shell_dir_hash(copy) in (None, subject["digest"]["dirHash"])
+    commit = subject["digest"].get("gitCommit")
+    if commit is not None:  # only a clean checkout of the runtime may name its commit
+        git = ["git", "-C", str(package_dir("laya"))]
+        assert commit == subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        assert not subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True, text=True).stdout
 
 
 @pytest.mark.laya_claim("report.subjects")
 def test_one_artifact_byte_changes_the_digest_and_fails_verify(tmp_path, keys):
-    d = _artifact(tmp_path)
+    d = _tree(tmp_path / "artifact", ARTIFACT)
     subject = artifact_subject(d, "head")
     path = tmp_path / "r.intoto.jsonl"
     write_bundle(path, payloads(subjects=[*SUBJECTS, subject]), keys[0])
     verify_bundle(path, keys[1], [str(d)])
-    weights = d / "head" / "weights.safetensors"
-    data = bytearray(weights.read_bytes())
-    for i in (0, len(data) // 2, len(data) - 1):
-        changed = bytearray(data)
-        changed[i] ^= 0x80
-        weights.write_bytes(changed)
-        assert artifact_digest(d)[0] != subject["digest"]["sha256"]
-        with pytest.raises(VerifyError, match="differs from subject artifact/artifact.*head/weights.safetensors"):
-            verify_bundle(path, keys[1], [str(d)])
-    weights.write_bytes(data)
+    for name in ("head/weights.safetensors", ".hidden", "head/.meta/deep/x.bin"):
+        data = (d / name).read_bytes()
+        for i in (0, len(data) // 2, len(data) - 1):
+            changed = bytearray(data)
+            changed[i] ^= 0x80
+            (d / name).write_bytes(changed)
+            assert reference_dir_hash(d) != subject["digest"]["dirHash"]
+            with pytest.raises(VerifyError, match=f"differs from subject artifact/artifact.*{name}"):
+                verify_bundle(path, keys[1], [str(d)])
+        (d / name).write_bytes(data)
     verify_bundle(path, keys[1], [str(d)])
+    (d / "head" / ".new").write_bytes(b"")  # an added (empty, hidden) file is a change too
+    with pytest.raises(VerifyError, match="head/.new"):
+        verify_bundle(path, keys[1], [str(d)])
+    (d / "head" / ".new").unlink()
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "f").write_bytes(b"x")
     with pytest.raises(VerifyError, match="is not a subject"):
@@ -255,7 +395,7 @@ def test_one_artifact_byte_changes_the_digest_and_fails_verify(tmp_path, keys):
 
 @pytest.mark.laya_claim("report.subjects")
 def test_symlinks_in_an_artifact_are_refused(tmp_path, keys):
-    d = _artifact(tmp_path)
+    d = _tree(tmp_path / "artifact", ARTIFACT)
     (d / "link").symlink_to(d / "tokenizer.json")
     path = tmp_path / "r.intoto.jsonl"
     write_bundle(path, payloads(), keys[0])

@@ -3,6 +3,7 @@ one line, never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -88,7 +89,9 @@ def test_keygen(tmp_path):
 def test_verify_ok_and_wrong_key(real, tmp_path):
     bundle, _, public = real
     result = cli("verify", bundle, "--public-key", public)
-    assert result.exit_code == 0 and result.output.startswith(f"OK {bundle}: signed by ed25519 keyid")
+    # A FAILED report is authentic but not acceptable: plain verify rejects it (exit 3).
+    result = cli("verify", bundle, "--public-key", public, "--require-result", "FAILED")
+    assert result.exit_code == 0 and result.output.startswith(f"OK {bundle}: signed by keyid")
     cli("keygen", tmp_path / "other")
     one_line_error(cli("verify", bundle, "--public-key", tmp_path / "other.pub"), "not by the given key")
 
@@ -97,15 +100,17 @@ def test_verify_bad_input_is_one_line(real, tmp_path):
     bundle, private, public = real
     one_line_error(cli("verify", tmp_path / "missing.jsonl", "--public-key", public), "cannot read bundle")
     one_line_error(cli("verify", bundle, "--public-key", tmp_path / "missing.pub"), "cannot read public key")
-    one_line_error(cli("verify", bundle, "--public-key", private), "not a PEM public key")
+    one_line_error(cli("verify", bundle, "--public-key", private), "not a usable PEM public key")
     ecdsa = ec.generate_private_key(ec.SECP256R1()).public_key()
     (tmp_path / "ec.pub").write_bytes(ecdsa.public_bytes(serialization.Encoding.PEM,
                                                          serialization.PublicFormat.SubjectPublicKeyInfo))
-    one_line_error(cli("verify", bundle, "--public-key", tmp_path / "ec.pub"), "not an Ed25519 public key")
+    one_line_error(cli("verify", bundle, "--public-key", tmp_path / "ec.pub"), "not by the given key")
     broken = tmp_path / "broken.jsonl"
     broken.write_text(bundle.read_text().splitlines()[0][:-5] + "\n")
     one_line_error(cli("verify", broken, "--public-key", public), "line 1 is not one JSON object")
     one_line_error(cli("show", broken), "line 1")
+    as_json = cli("verify", broken, "--public-key", public, "--json")
+    assert as_json.exit_code == 1 and json.loads(as_json.output)["verified"] is False
     one_line_error(cli("verify", bundle, "--public-key", public, "--artifact", tmp_path / "nope"), "not a directory")
 
 
@@ -120,21 +125,27 @@ def test_show_table(real):
     assert rows.index("report.verify.tamper") < rows.index("report.verdicts")  # then not evaluated, then passed
     assert "Hypothesis examples" in out and "BENCHMARK" in out and "test_mini.py::test_bench" in out
     assert "--hypothesis-seed 3" in out and "real-domain accuracy" in out
-    assert "verified, ed25519 keyid" in cli("show", bundle, "--public-key", public).output
+    assert "verified with the given public key (keyid" in cli("show", bundle, "--public-key", public).output
 
 
 def test_show_markdown(real, tmp_path):
-    bundle, _, _ = real
+    bundle, _, public = real
     out = tmp_path / "notes.md"
     assert cli("show", bundle, "--markdown", "--output", out).exit_code == 0
     md = out.read_text()
-    assert md.startswith("## Qualification report: FAILED")
+    assert md.startswith("## Qualification report: FAILED\n\n**Signature:** NOT CHECKED")
     table = [line for line in md.splitlines() if line.startswith("| `report.")]
     assert table[0].startswith("| `report.signature` | **failed**")
     for section in ("### Failed claims", "### Benchmarks", "### Scope", "### Subjects", "### How to verify"):
         assert section in md
     assert "`laya-runtime`" in md and f"laya-qual verify {bundle.name} --public-key" in md
     assert "unaccepted model nominations" in md
+    # --append (for $GITHUB_STEP_SUMMARY) keeps what is there; verified output says so.
+    assert cli("show", bundle, "--markdown", "--output", out, "--append", "--public-key", public).exit_code == 0
+    both = out.read_text()
+    assert both.startswith(md) and both.count("## Qualification report") == 2
+    assert "**Signature:** verified with the given public key (keyid" in both[len(md):]
+    assert cli("show", bundle, "--append").exit_code == 2  # --append needs --output
 
 
 def test_claims_markdown_is_docs_claims_md():
@@ -151,12 +162,58 @@ def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for var in ("LAYA_QUAL_SIGNING_KEY", *(k for k in os.environ if k.startswith("PYTEST_XDIST_"))):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    dev = tmp_path / "cache" / "laya-qual" / "dev-key"
     result = cli("run", "--workers", "0", "--", "-k", "no_test_is_called_this", "-q")
-    assert "created development key reports/.dev-key" in result.output
+    assert f"created development key {dev}" in result.output
     assert "SIGNING WITH THE DEVELOPMENT KEY" in result.output
     [bundle] = (tmp_path / "reports").glob("qualification-*.intoto.jsonl")
     assert f"bundle: reports/{bundle.name}" in result.output
-    assert "signature verified with reports/.dev-key.pub" in result.output
+    assert f"signature verified with {dev}.pub" in result.output
+    assert "DEVELOPMENT key" in result.output
     assert result.exit_code != 0  # nothing ran: pytest exit 5, and the report is WARNED
-    assert stat.S_IMODE((tmp_path / "reports" / ".dev-key").stat().st_mode) == 0o600
-    assert cli("verify", bundle, "--public-key", tmp_path / "reports" / ".dev-key.pub").exit_code == 0
+    assert stat.S_IMODE(dev.stat().st_mode) == 0o600
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [bundle.name]  # no key in the project
+    assert cli("verify", bundle, "--public-key", f"{dev}.pub").exit_code == 0
+    assert "DEVELOPMENT KEY" in cli("verify", bundle, "--public-key", f"{dev}.pub").output
+
+
+def _bundle(tmp_path, name: str, outcomes: dict[str, str], key) -> Path:
+    """A signed bundle whose claims get the given outcomes (the rest of the catalogue: none)."""
+    from laya_qual.report import build_claims, build_statements
+    from laya_qual.signing import load_signer, write_bundle
+
+    catalogue = {cid: CLAIMS[cid] for cid in ("report.verdicts", "report.signature", "report.interop")}
+    records = [{"test": f"t.py::test_{i}", "claims": [cid], "outcome": o} for i, (cid, o) in enumerate(outcomes.items())]
+    path = tmp_path / f"{name}.intoto.jsonl"
+    subjects = [{"name": "laya-runtime", "digest": {"dirHash": "ab" * 32}}]
+    write_bundle(path, build_statements(subjects, build_claims(catalogue, records), {}, []), load_signer(key))
+    return path
+
+
+@pytest.mark.laya_claim("report.verify.gate")
+def test_verify_exit_codes_gate_on_result_and_claims(tmp_path):
+    cli("keygen", tmp_path / "k")
+    key, public = tmp_path / "k", tmp_path / "k.pub"
+    every = ("report.verdicts", "report.signature", "report.interop")
+    passed = _bundle(tmp_path, "passed", dict.fromkeys(every, "passed"), key)
+    warned = _bundle(tmp_path, "warned", dict.fromkeys(every[:2], "passed"), key)
+    failed = _bundle(tmp_path, "failed", {**dict.fromkeys(every, "passed"), "report.signature": "failed"}, key)
+    codes = {}
+    for name, bundle in (("PASSED", passed), ("WARNED", warned), ("FAILED", failed)):
+        codes[name] = {req: cli("verify", bundle, "--public-key", public, *(["--require-result", req] if req else [])).exit_code
+                       for req in (None, "PASSED", "WARNED", "FAILED")}
+    assert codes == {"PASSED": {None: 0, "PASSED": 0, "WARNED": 0, "FAILED": 0},
+                     "WARNED": {None: 0, "PASSED": 3, "WARNED": 0, "FAILED": 0},
+                     "FAILED": {None: 3, "PASSED": 3, "WARNED": 3, "FAILED": 0}}
+    rejected = cli("verify", failed, "--public-key", public, "--require-result", "PASSED")
+    assert "OK" not in rejected.output and "REJECTED" in rejected.output and "result FAILED" in rejected.output
+    assert cli("verify", warned, "--public-key", public, "--require-claim", "report.verdicts").exit_code == 0
+    assert cli("verify", warned, "--public-key", public, "--require-claim", "report.interop").exit_code == 3
+    assert cli("verify", passed, "--public-key", public, "--require-claim", "no.such.claim").exit_code == 3
+    report = json.loads(cli("verify", warned, "--public-key", public, "--json", "--require-result", "PASSED",
+                            "--require-claim", "report.interop").output)
+    assert report["verified"] is True and report["accepted"] is False and report["result"] == "WARNED"
+    assert report["claims"]["report.interop"] == "not evaluated" and len(report["shortfalls"]) == 2
+    cli("keygen", tmp_path / "other")
+    assert cli("verify", passed, "--public-key", tmp_path / "other.pub", "--require-result", "FAILED").exit_code == 1

@@ -239,17 +239,25 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "The report's claims, verdicts, test node ids and outcomes are identical whether the "
           "suite ran in-process (-n 0) or on xdist workers (-n 2)."),
     Claim("report.signature",
-          "Every bundle line is a DSSE envelope whose Ed25519 signature over the DSSE PAE "
-          "verifies with the signer's public key and fails with any other key."),
+          "Every laya-qual line of a bundle is a DSSE envelope whose signature over the DSSE PAE "
+          "verifies with the signer's public key (plain or encrypted PEM, or a securesystemslib "
+          "signer URI) and fails with any other key or unsigned; a development-key report says so."),
     Claim("report.interop",
-          "A bundle signed by laya-qual verifies with securesystemslib's DSSE Envelope and "
-          "Ed25519 key, and an envelope signed by securesystemslib verifies with laya-qual."),
+          "A bundle verifies with securesystemslib's DSSE Envelope and its statements pass the "
+          "in-toto-attestation Statement, ResourceDescriptor and test-result schemas; verify ignores "
+          "unrecognised lines; no absolute local path is signed; suite test ids do not depend on "
+          "how the suite was started."),
     Claim("report.verify.tamper",
           "Changing any single byte of any bundle line makes `laya-qual verify` fail."),
     Claim("report.verify.agreement",
           "A validly signed statement that disagrees with its companion (result, test lists, "
           "subjects, claim verdicts vs evidence) makes `laya-qual verify` fail."),
     Claim("report.subjects",
-          "Subject digests follow docs/report-format.md; changing one byte of one artifact file "
-          "changes its digest and `laya-qual verify --artifact` fails."),
+          "Subject digests are in-toto dirHash (and the model-signing digest of file digests) as "
+          "docs/report-format.md defines them, dot-files and nested files included; changing one "
+          "byte of one artifact file changes its digest and `laya-qual verify --artifact` fails."),
+    Claim("report.verify.gate",
+          "`laya-qual verify` exits 0 only for an authentic report whose result is at least "
+          "--require-result (default WARNED: a FAILED report is rejected) and whose --require-claim "
+          "claims passed; 3 for an authentic report that falls short; 1 for one that is not authentic."),
 )

@@ -26,33 +26,37 @@ def _under(path: Path, root: Path) -> str | None:
         return None
 
 
-def test_id(nodeid: str, rootpath: Path, suite_dir: Path | None) -> str:
+def test_id(nodeid: str, location: str, rootpath: Path, suite_dir: Path | None) -> str:
     """A suite test as ``laya_qual/suite/<file>::<name>`` whether it was collected by
-    --laya-qualify, a path or --pyargs; any other test keeps its pytest node id."""
-    path, sep, rest = nodeid.partition("::")
-    if suite_dir is None or not path:
+    --laya-qualify, a path or --pyargs (which changes pytest's node id); any other test
+    keeps its node id. ``location`` is the report's file, relative to ``rootpath``."""
+    if suite_dir is None or not location:
         return nodeid
-    rel = _under((rootpath / path).resolve(), suite_dir.resolve())
-    return nodeid if rel is None else f"{SUITE_PREFIX}/{rel}{sep}{rest}"
+    rel = _under((rootpath / location).resolve(), suite_dir.resolve())
+    if rel is None:
+        return nodeid
+    name = nodeid.partition("::")[2]
+    return f"{SUITE_PREFIX}/{rel}::{name}" if name else f"{SUITE_PREFIX}/{rel}"
 
 
-def portable_path(value: str, rootpath: Path, suite_dir: Path | None) -> str:
-    """An absolute path becomes suite- or rootdir-relative, or a placeholder."""
+def portable_path(value: str, invocation_dir: Path, suite_dir: Path | None) -> str:
+    """An absolute path becomes relative to the suite package or to the directory
+    pytest was started in, or else a placeholder."""
     if not os.path.isabs(value):
         return value
     path = Path(value).resolve()
     if suite_dir is not None and (rel := _under(path, suite_dir.resolve())) is not None:
         return f"{SUITE_PREFIX}/{rel}".rstrip("/.") if rel != "." else SUITE_PREFIX
-    rel = _under(path, rootpath.resolve())
+    rel = _under(path, invocation_dir.resolve())
     return LOCAL_PATH if rel is None else rel
 
 
-def portable_args(args: list[str], rootpath: Path, suite_dir: Path | None) -> list[str]:
+def portable_args(args: list[str], invocation_dir: Path, suite_dir: Path | None) -> list[str]:
     out = []
     for arg in args:
         if arg.startswith("-") and "=" in arg:
             option, _, value = arg.partition("=")
-            out.append(f"{option}={portable_path(value, rootpath, suite_dir)}")
+            out.append(f"{option}={portable_path(value, invocation_dir, suite_dir)}")
         else:
-            out.append(portable_path(arg, rootpath, suite_dir))
+            out.append(portable_path(arg, invocation_dir, suite_dir))
     return out

@@ -175,7 +175,7 @@ class Assembler:
         if not props.get(CLAIM_PROPERTY):
             return
         record = self.records.setdefault(
-            report.nodeid, {"test": report.nodeid, "claims": list(props[CLAIM_PROPERTY]), "outcome": None})
+            report.nodeid, {"test": self._test_id(report.nodeid, report.location[0]), "claims": list(props[CLAIM_PROPERTY]), "outcome": None})
         outcome = _phase_outcome(report)
         if _PRECEDENCE.index(outcome) > _PRECEDENCE.index(record["outcome"]):
             record["outcome"] = outcome
@@ -186,17 +186,17 @@ class Assembler:
     def _records(self) -> list[dict]:
         out = []
         for record in self.records.values():
-            record = dict(record, test=self._test_id(record["test"]))
+            record = dict(record)
             if record["outcome"] == "passed" and record.get("benchmark", {}).get("measured") is False:
                 record["outcome"] = "unmeasured"
             out.append(record)
         return out
 
-    def _test_id(self, nodeid: str) -> str:
+    def _test_id(self, nodeid: str, location: str = "") -> str:
         from laya_qual.provenance import test_id
         from laya_qual.subjects import package_dir
 
-        return test_id(nodeid, self.config.rootpath, package_dir("laya_qual.suite"))
+        return test_id(nodeid, location, self.config.rootpath, package_dir("laya_qual.suite"))
 
     def _signing(self) -> dict:
         """Which key signs; a development-key report says so in its signed predicate."""
@@ -221,11 +221,11 @@ class Assembler:
         config, harness = self.config, self.harness
         seed = config.getoption("hypothesis_seed", None)
         profile = settings.get_current_profile_name()
-        invocation = {"args": portable_args(list(config.invocation_params.args), config.rootpath,
+        invocation = {"args": portable_args(list(config.invocation_params.args), config.invocation_params.dir,
                                             package_dir("laya_qual.suite")),
                       "workers": config.getoption("numprocesses", None),
                       "device": config.getoption("laya_device"), "exitStatus": int(exitstatus),
-                      "collectionErrors": sorted(map(self._test_id, self.collection_errors)),
+                      "collectionErrors": sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors),
                       "startedOn": self.started, "finishedOn": _now()}
         url = ci_url(os.environ)
         if url:
