@@ -309,7 +309,7 @@ def _tree(root, files: dict[str, bytes]):
 
 ARTIFACT = {"manifest.json": b'{"a": 1}', "head/weights.safetensors": bytes(range(256)) * 4,
             "tokenizer.json": b"{}", ".hidden": b"dot-file", "head/.meta/deep/x.bin": b"\x00\x01",
-            "B.txt": b"upper sorts first", "head-x": b"'-' (0x2d) sorts before '/' (0x2f)"}
+            "B.txt": b"upper sorts first", "Zz.txt": b"bytewise before 'head', case-folded after 'tokenizer'", "head-x": b"'-' (0x2d) sorts before '/' (0x2f)"}
 
 
 def reference_dir_hash(root) -> str:
