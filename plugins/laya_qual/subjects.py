@@ -52,7 +52,7 @@ def _regular_files(root: Path, pattern: str) -> list[tuple[str, Path]]:
                 # sha256sum escapes such names, so no portable line exists for them.
                 raise SubjectError(f"{path}: a newline or backslash in a file name is not digested (refused)")
             files.append((rel, path))
-    return sorted(files, key=lambda item: item[0].encode())
+    return files  # in walk order: each digest below fixes its own order
 
 
 def dir_hash(per_file: dict[str, str]) -> str:
