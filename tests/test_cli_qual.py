@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from laya_qual.claims import CLAIMS
 from laya_qual.cli import main
 from laya_qual.summary import claims_markdown
+from laya_qual.verify import read_statements
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = """
@@ -217,3 +218,24 @@ def test_verify_exit_codes_gate_on_result_and_claims(tmp_path):
     assert report["claims"]["report.interop"] == "not evaluated" and len(report["shortfalls"]) == 2
     cli("keygen", tmp_path / "other")
     assert cli("verify", passed, "--public-key", tmp_path / "other.pub", "--require-result", "FAILED").exit_code == 1
+
+
+RELEASES = ROOT / "reports" / "releases"
+# The weakest result a committed release report may carry.
+RELEASE_RESULT = "WARNED"
+
+
+def test_committed_release_reports_verify_with_their_keys():
+    """Every bundle under reports/releases/ verifies with the public key next to it, was
+    not signed with a development key, and names no local path."""
+    bundles = sorted(RELEASES.glob("*.intoto.jsonl"))
+    assert bundles, "reports/releases/ has no release report"
+    for bundle in bundles:
+        public = bundle.with_name(bundle.name.removesuffix(".intoto.jsonl") + ".pub")
+        result = cli("verify", bundle, "--public-key", public, "--require-result", RELEASE_RESULT, "--json")
+        verdict = json.loads(result.output)
+        assert result.exit_code == 0 and verdict["accepted"], verdict
+        assert verdict["developmentKey"] is False
+        text = "\n".join(payload.decode() for _, payload in read_statements(bundle))
+        for local in ("/home/", "/root/", "/tmp/", "/work/", "/Users/", str(ROOT)):
+            assert local not in text, (bundle.name, local)
