@@ -175,7 +175,8 @@ class Assembler:
         if not props.get(CLAIM_PROPERTY):
             return
         record = self.records.setdefault(
-            report.nodeid, {"test": self._test_id(report.nodeid, report.location[0]), "claims": list(props[CLAIM_PROPERTY]), "outcome": None})
+            report.nodeid, {"test": self._test_id(report.nodeid, report.location[0]),
+                            "claims": list(props[CLAIM_PROPERTY]), "outcome": None})
         outcome = _phase_outcome(report)
         if _PRECEDENCE.index(outcome) > _PRECEDENCE.index(record["outcome"]):
             record["outcome"] = outcome
