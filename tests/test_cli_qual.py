@@ -179,47 +179,6 @@ def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     assert "DEVELOPMENT KEY" in cli("verify", bundle, "--public-key", f"{dev}.pub").output
 
 
-def _bundle(tmp_path, name: str, outcomes: dict[str, str], key) -> Path:
-    """A signed bundle whose claims get the given outcomes (the rest of the catalogue: none)."""
-    from laya_qual.report import build_claims, build_statements
-    from laya_qual.signing import load_signer, write_bundle
-
-    catalogue = {cid: CLAIMS[cid] for cid in ("report.verdicts", "report.signature", "report.interop")}
-    records = [{"test": f"t.py::test_{i}", "claims": [cid], "outcome": o} for i, (cid, o) in enumerate(outcomes.items())]
-    path = tmp_path / f"{name}.intoto.jsonl"
-    subjects = [{"name": "laya-runtime", "digest": {"dirHash": "ab" * 32}}]
-    write_bundle(path, build_statements(subjects, build_claims(catalogue, records), {}, []), load_signer(key))
-    return path
-
-
-@pytest.mark.laya_claim("report.verify.gate")
-def test_verify_exit_codes_gate_on_result_and_claims(tmp_path):
-    cli("keygen", tmp_path / "k")
-    key, public = tmp_path / "k", tmp_path / "k.pub"
-    every = ("report.verdicts", "report.signature", "report.interop")
-    passed = _bundle(tmp_path, "passed", dict.fromkeys(every, "passed"), key)
-    warned = _bundle(tmp_path, "warned", dict.fromkeys(every[:2], "passed"), key)
-    failed = _bundle(tmp_path, "failed", {**dict.fromkeys(every, "passed"), "report.signature": "failed"}, key)
-    codes = {}
-    for name, bundle in (("PASSED", passed), ("WARNED", warned), ("FAILED", failed)):
-        codes[name] = {req: cli("verify", bundle, "--public-key", public, *(["--require-result", req] if req else [])).exit_code
-                       for req in (None, "PASSED", "WARNED", "FAILED")}
-    assert codes == {"PASSED": {None: 0, "PASSED": 0, "WARNED": 0, "FAILED": 0},
-                     "WARNED": {None: 0, "PASSED": 3, "WARNED": 0, "FAILED": 0},
-                     "FAILED": {None: 3, "PASSED": 3, "WARNED": 3, "FAILED": 0}}
-    rejected = cli("verify", failed, "--public-key", public, "--require-result", "PASSED")
-    assert "OK" not in rejected.output and "REJECTED" in rejected.output and "result FAILED" in rejected.output
-    assert cli("verify", warned, "--public-key", public, "--require-claim", "report.verdicts").exit_code == 0
-    assert cli("verify", warned, "--public-key", public, "--require-claim", "report.interop").exit_code == 3
-    assert cli("verify", passed, "--public-key", public, "--require-claim", "no.such.claim").exit_code == 3
-    report = json.loads(cli("verify", warned, "--public-key", public, "--json", "--require-result", "PASSED",
-                            "--require-claim", "report.interop").output)
-    assert report["verified"] is True and report["accepted"] is False and report["result"] == "WARNED"
-    assert report["claims"]["report.interop"] == "not evaluated" and len(report["shortfalls"]) == 2
-    cli("keygen", tmp_path / "other")
-    assert cli("verify", passed, "--public-key", tmp_path / "other.pub", "--require-result", "FAILED").exit_code == 1
-
-
 RELEASES = ROOT / "reports" / "releases"
 # The weakest result a committed release report may carry.
 RELEASE_RESULT = "WARNED"
