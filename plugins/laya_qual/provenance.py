@@ -46,7 +46,7 @@ def portable_path(value: str, invocation_dir: Path, suite_dir: Path | None) -> s
         return value
     path = Path(value).resolve()
     if suite_dir is not None and (rel := _under(path, suite_dir.resolve())) is not None:
-        return f"{SUITE_PREFIX}/{rel}".rstrip("/.") if rel != "." else SUITE_PREFIX
+        return SUITE_PREFIX if rel == "." else f"{SUITE_PREFIX}/{rel}"
     rel = _under(path, invocation_dir.resolve())
     return LOCAL_PATH if rel is None else rel
 
