@@ -15,6 +15,7 @@ from safetensors.torch import save as save_safetensors
 import laya
 from laya.artifact import canonical_json, read_artifact_files
 from laya.errors import LayaError, PinMismatch, UnknownAdapter, UnsupportedAdapter
+from laya_qual.suite.calibration_oracle import expected_decision, pinned_bytes, reference_probabilities, task_numbers
 from laya_qual.synth import (
     artifact_configs,
     clone_artifact,
@@ -156,15 +157,17 @@ def test_only_explicit_known_adapters_serve(qualified_artifact, qualified_model,
 
 
 @pytest.mark.laya_claim("calibration.private")
-@given(seed=seeds(), temperature=st.floats(0.05, 20), act=st.floats(0, 1), escalate=st.floats(0.01, 1),
-       data=st.data())
-def test_calibration_stays_private(tmp_path_factory, artifact_factory, seed, temperature, act, escalate, data):
-    """Two heads with same-named tasks; recalibrating one leaves the other bitwise alone."""
+@given(seed=seeds(), factor=st.floats(0.05, 0.8) | st.floats(1.25, 10), act=st.floats(0, 1),
+       escalate=st.floats(0.01, 1), data=st.data())
+def test_calibration_stays_private(tmp_path_factory, artifact_factory, seed, factor, act, escalate, data):
+    """Two heads with same-named tasks; recalibrating one leaves the other bitwise alone.
+    The new temperature is the old one times a factor away from 1, so it differs by
+    construction; the recalibrated head serves its own numbers (float64 reference)."""
     first = artifact_factory(seed=seed, head_kind="float32", base_seed=5)
     second = clone_artifact(first, tmp_path_factory.mktemp("recalibrated") / "head")
-    config = json.loads(read_artifact_files(second)["head_config"].data)
+    config = json.loads(pinned_bytes(second, "head_config"))
     for task in config["tasks"]:
-        task.update(temperature=temperature, act_threshold=act, escalate_threshold=escalate)
+        task.update(temperature=task["temperature"] * factor, act_threshold=act, escalate_threshold=escalate)
     replace_pinned_file(second, "head_config", canonical_json(config))
     base = laya.load_artifact_base(first)
     before = laya.open_adapters({"a": first, "b": first}, base=base)
@@ -173,10 +176,15 @@ def test_calibration_stays_private(tmp_path_factory, artifact_factory, seed, tem
     a_before, a_after = before.predict("a", request), after.predict("a", request)
     b_after = after.predict("b", request)
     assert torch.equal(probabilities(a_before), probabilities(a_after)) and a_before.decision == a_after.decision
-    assert after.heads["a"].tasks[request.task].temperature != temperature or temperature == 1.0
-    expected_b = torch.softmax(torch.tensor(a_before.probabilities).log() * before.heads["a"].tasks[request.task].temperature
-                               / temperature, dim=0)
-    assert torch.allclose(probabilities(b_after), expected_b, atol=1e-4)
+    assert after.heads["a"].tasks == before.heads["a"].tasks
+    mine, theirs = task_numbers(first, request.task), task_numbers(second, request.task)
+    assert theirs.temperature != mine.temperature
+    assert after.heads["b"].tasks[request.task].temperature == theirs.temperature
+    rendered = base.render(request)
+    states = base.encode(rendered.token_ids)[list(rendered.marker_positions)]
+    expected_b = reference_probabilities(states, second, theirs)
+    assert torch.allclose(torch.tensor(b_after.probabilities, dtype=torch.float64), expected_b, atol=1e-5)
+    assert b_after.decision == expected_decision(b_after.probabilities, theirs)
 
 
 @pytest.mark.laya_claim("weights.immutable")

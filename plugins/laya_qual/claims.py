@@ -57,9 +57,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "An int8 head predicts within 0.02 absolute probability of the float32 head it was "
           "quantized from, with logit SQNR of at least 30 dB."),
     Claim("heads.calibration",
-          "Probabilities are softmax(scores / temperature) and the decision is `act` exactly "
-          "when the top probability reaches act_threshold and the runner-up stays below "
-          "escalate_threshold."),
+          "Probabilities are softmax(scores / temperature) (float64 reference from head.json's and "
+          "head.safetensors' bytes, within 1e-5) and the decision is `act` exactly when the top "
+          "probability is >= act_threshold and the runner-up is < escalate_threshold, checked with "
+          "thresholds exactly at and one float32 step around the served top and runner-up."),
     # --- shared base, adapters, cache, gate ----------------------------------------
     Claim("shared.parity.float32",
           "A float32 head predicts bitwise the same probabilities (torch.equal) standalone and "
@@ -93,19 +94,22 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "and the opened map cannot be changed."),
     Claim("calibration.private",
           "Changing one head's temperature or thresholds changes no other head's output, even "
-          "for a same-named task."),
+          "for a same-named task, and the changed head serves its own new numbers."),
     Claim("weights.immutable",
           "An in-place write to loaded base or head weights is detected: the next prediction "
           "raises LayaError instead of serving edited weights."),
     Claim("cache.keys.exact",
-          "Encoder-state cache entries are keyed by every token id in order: sequences differing "
-          "in one token never share an entry, and a prefix never hits."),
+          "Encoder-state cache entries are keyed by the base and every token id in order: a change "
+          "in the question, any option or the state misses, a prefix never hits, and the same "
+          "rendering hits (across tasks and heads on one base) serving the uncached prediction."),
     Claim("cache.eviction",
-          "Cache bytes never exceed the budget, eviction follows LRU order, an entry larger than "
-          "the budget is skipped, and hits/misses/evictions/entries/bytes stay consistent."),
+          "An entry of n tokens costs 4*n*hidden (float32 states) + 512 + 8*n bytes; cache bytes "
+          "never exceed the budget, an entry exactly the budget's size is kept and one byte larger "
+          "skipped, eviction follows LRU order, and hits/misses/evictions/entries/bytes match a "
+          "reference LRU."),
     Claim("cache.copies",
           "The cache stores and returns copies: mutating an inserted or returned tensor changes "
-          "nothing cached."),
+          "nothing cached, and no two returned tensors share storage."),
     Claim("cache.bypass",
           "Instrumented (capture) passes neither read nor write the cache."),
     Claim("gate.cancel.no-poison",
@@ -158,15 +162,32 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "dev_cal strictly lowers the served dev_cal NLL and lies on the side of 1 that undoes "
           "the miscalibration."),
     Claim("train.certify.bound",
-          "In simulation from a known distribution, certified thresholds' true acted error "
-          "exceeds the target no more often than delta allows (one-sided binomial test, false-"
-          "alarm rate 0.1%), and most draws certify; an uncertifiable task escalates every request."),
+          "The Clopper-Pearson bound and binomial p-values equal scipy's; the certifier equals a "
+          "reference fixed-sequence procedure (documented grid, dev_cal start, stop at the first "
+          "failure) on random outcome sets; in simulation, certified thresholds' true acted error "
+          "exceeds the target no more often than delta allows, and where every threshold's risk "
+          "equals the target certification is that rare (one-sided binomial tests, false-alarm "
+          "rate 0.1%); an uncertifiable task escalates every request."),
     Claim("train.splits.disjoint",
           "Training refuses a dataset whose splits share an example id or an exact token sequence."),
     Claim("train.calibration.private",
           "Two heads trained from one store for a same-named task keep their own temperature, "
           "threshold and certificate; training the second leaves the first's bytes unchanged, and "
           "each serves the same standalone as side by side."),
+    Claim("train.provenance",
+          "In a head trained on two tasks, each task's temperature is the NLL minimiser on that "
+          "task's dev_cal alone and its act threshold, acted count and errors are the fixed-sequence "
+          "result on that task's dev_conf alone (recomputed with scipy); head.json names those "
+          "splits with their sizes and digests."),
+    Claim("train.soft-targets",
+          "With soft targets, a few full-batch Adam steps of the zero-layer trainer equal a float64 "
+          "reference minimising cross-entropy against the whole target distribution."),
+    Claim("train.dataset.parse",
+          "A bad dataset line (not JSON or UTF-8, unknown or missing field, bad split, label, "
+          "target or options) is refused with DatasetError naming its 1-based line and the field."),
+    Claim("train.reproducible",
+          "Training twice from the same dataset, store and seed exports byte-identical artifact "
+          "files; another seed changes the weights."),
     # --- learner: laya.evolution (section owned by the evolution work) --------------
     Claim("learner.exact.appended",
           "Appended layout: over 8 Adam updates every loss, gradient norm, parameter and Adam state "
