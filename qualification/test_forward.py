@@ -20,6 +20,9 @@ by >= 9e-5 per layer. Probabilities: an option score h·w + b inherits at most
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import example, given
@@ -27,6 +30,7 @@ from hypothesis import strategies as st
 
 from laya import Request
 from laya.errors import RequestError
+from laya_qual.synth import reference as reference_module
 from laya_qual.synth import ReferenceModel, ReferenceRefusal, artifact_configs, request_texts, requests_for, seeds
 
 LAYER_BOUND = 1e-5
@@ -192,3 +196,12 @@ def test_synthetic_reserved_text_is_refused(artifact_factory, load_model, refere
     model, reference = synthetic(artifact_factory, load_model, reference_for, "float32", seed, config)
     assert len(reachable_reserved(reference)) == len(reference.reserved)  # synthetic specials are added tokens
     assert_reserved_refused(model, reference, request)
+
+
+@pytest.mark.laya_claim("forward.reference.encoder", "forward.rendering")
+def test_reference_shares_no_code_with_the_runtime():
+    """The oracle is only independent while it imports nothing from laya."""
+    tree = ast.parse(Path(reference_module.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not [m for m in imported if m == "laya" or m.startswith(("laya.", "laya_qual"))], imported
