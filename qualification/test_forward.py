@@ -37,7 +37,7 @@ LAYER_BOUND = 1e-5
 KINDS = ("float32", "int8", "transformer")
 HEAD_CLAIMS = [pytest.param(k, marks=pytest.mark.laya_claim(f"forward.reference.{k}"), id=k) for k in KINDS]
 EPS_EXAMPLE = {"hidden_size": 32, "num_heads": 4, "num_layers": 2, "intermediate_size": 48, "option_markers": 4,
-               "state_position": "after_question", "head_layers": 2, "layer_norm_eps": 1e-3}
+               "state_position": "after_question", "head_layers": 2, "layer_norm_eps": 0.1}
 FULL_REQUEST = Request("answer", "which one fits", ("ab c", "d", "ef", "g 7"), "state 42")
 
 
