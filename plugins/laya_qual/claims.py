@@ -61,6 +61,31 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "head.safetensors' bytes, within 1e-5) and the decision is `act` exactly when the top "
           "probability is >= act_threshold and the runner-up is < escalate_threshold, checked with "
           "thresholds exactly at and one float32 step around the served top and runner-up."),
+    # --- forward: computation and rendering against an independent float64 reference --
+    Claim("forward.reference.encoder",
+          "VerifiedBase.encode's final states equal a float64 BERT reference written from "
+          "docs/artifact-v1.md (reading the artifact's files itself) within 1e-5 per layer traversed, "
+          "on the qualified artifacts and on random synthetic configurations."),
+    Claim("forward.reference.float32",
+          "A float32 head's probabilities equal the float64 reference forward's within "
+          "||w_t||_1 * 1e-5 * layers / (2 * temperature) + 1e-6."),
+    Claim("forward.reference.int8",
+          "An int8 head's probabilities equal the float64 reference's (int8 weights times their "
+          "per-output-channel scales) within the same derived bound."),
+    Claim("forward.reference.transformer",
+          "A transformer head's probabilities (role-type embeddings, its own post-LN layers, then "
+          "the readout) equal the float64 reference's within the same derived bound."),
+    Claim("forward.rendering",
+          "Rendered token ids, roles and marker positions equal an independent renderer of the "
+          "spec, and the encoder embeds them with the spec's token types, for questions, option "
+          "counts, states and both state positions."),
+    Claim("forward.rendering.reserved",
+          "Text that tokenizes to any reserved id (CLS, SEP, PAD, STATE, a marker), in the question, "
+          "any option or the state, is refused with RequestError naming that field."),
+    Claim("forward.transformers.bert",
+          "A qualified real base's final encoder states (--laya-base, or the bases of "
+          "--laya-artifact heads) equal transformers.BertModel's, float64 with the base's config "
+          "and tensors, within 1e-5 per layer; not evaluated without transformers or a real base."),
     # --- shared base, adapters, cache, gate ----------------------------------------
     Claim("shared.parity.float32",
           "A float32 head predicts bitwise the same probabilities (torch.equal) standalone and "

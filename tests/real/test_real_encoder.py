@@ -99,3 +99,18 @@ def sentence_embedding(base, tokenizer, text: str) -> torch.Tensor:
 def test_mean_pooled_embeddings_rank_obvious_pairs(real_base, checkpoint_tokenizer, anchor, closer, farther):
     a, c, f = (sentence_embedding(real_base, checkpoint_tokenizer, t) for t in (anchor, closer, farther))
     assert float(a @ c) > float(a @ f) + 0.1, (float(a @ c), float(a @ f))
+
+
+def test_final_states_match_transformers_bert_model(real_base, imported_dir, checkpoint_tokenizer):
+    """The suite's forward.transformers.bert oracle on the imported checkpoint, so CI runs it
+    (the suite itself runs it only for bases given with --laya-base / --laya-artifact)."""
+    pytest.importorskip("transformers")
+    from laya_qual.synth import ReferenceModel
+    from laya_qual.synth.reference import transformers_bert, transformers_states
+
+    reference = ReferenceModel(imported_dir)
+    bert = transformers_bert(reference)
+    rendering = reference.render(PAIR[0], SENTENCES[:3], PAIR[1])
+    worst = float((real_base.encode(rendering.token_ids).double()
+                   - transformers_states(bert, reference, rendering.token_ids)).abs().max())
+    assert worst <= MAX_ABS_BOUND, worst
