@@ -1,9 +1,10 @@
-"""Storage accounting: `laya evolve plan` against the documented byte formula and a real packet.
+"""Accounting: `laya evolve plan` against the documented byte formula and a real packet; the FLOP model.
 
 One stream of one packet holds microbatch x sequence x width float32 values; a
 schedule stores batches of them per stream; the fixed-tail control stores two
 streams (features and reference), the appended layout one; the read-only head
-replica is the tied matrix plus the final norm's weight and bias, in float32.
+replica is the tied matrix plus the final norm's weight and bias, in float32. The
+FLOP model counts one update per token as docs/evolution.md states it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from safetensors.torch import load_file
 
+from laya.evolution.accounting import flop_model
 from laya.evolution.cli import evolve
 from laya.evolution.layouts import Layout
 from laya.evolution.packets import expected_binding, write_packet
@@ -72,3 +74,22 @@ def test_a_written_packet_holds_the_planned_bytes(tmp_path_factory, layout):
     cfg = exp.config
     assert payload == STREAMS[layout] * 3 * cfg.seq_len * cfg.width * 4
     assert int(_plan("tiny", 1, 3)[layout]["packet"]) == payload
+
+
+@pytest.mark.laya_claim("learner.plan.flops")
+@given(config=st.sampled_from(sorted(CONFIGS)), data=st.data())
+def test_flop_model_counts_the_documented_work(config, data):
+    cfg = CONFIGS[config]
+    if data.draw(st.sampled_from(sorted(STREAMS))) == "appended":
+        layout = Layout("appended", tail_blocks=data.draw(st.integers(1, 4)), cut=data.draw(st.integers(0, cfg.depth)))
+    else:
+        layout = Layout("fixed-tail")
+    d, m, n = cfg.width, cfg.mlp_ratio * cfg.width, cfg.seq_len
+    block = 2 * (3 * d * d + d * d + d * m + m * d) + 2 * (n * d + n * d)  # matmuls; scores and weighted sum
+    head = 2 * d * cfg.vocab
+    cut = cfg.depth - 2 if layout.name == "fixed-tail" else layout.cut
+    learner = 3 * layout.tail_blocks * block + 2 * head
+    kernel = cut * block + (2 * block if layout.name == "fixed-tail" else 0) + learner
+    model = flop_model(cfg, layout)
+    assert (model["kernel_flops_per_token"], model["learner_flops_per_token"]) == (kernel, learner)
+    assert model["limit"] == pytest.approx(kernel / learner, rel=1e-12)

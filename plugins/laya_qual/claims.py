@@ -256,6 +256,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "per-stream bytes = batches x that, total = streams x per-stream, head replica = "
           "4 x (vocab x width + 2 x width); and a packet the runtime writes holds exactly the "
           "planned tensor bytes."),
+    Claim("learner.plan.flops",
+          "The FLOP model behind the speedup limit counts, per token of one update, what "
+          "docs/evolution.md states: kernel = cut blocks + (2 reference blocks, fixed-tail) + learner; "
+          "learner = 3 x tail blocks (forward + backward) + 2 x head (forward + input gradient); one "
+          "block = 2 x (4 width^2 + 2 width x mlp) + 4 x sequence x width, head = 2 x width x vocab."),
     # --- report: signed qualification report (section owned by the report work) -----
     Claim("report.verdicts",
           "Every catalogued claim appears in the report: `failed` if any of its tests failed, "
