@@ -6,9 +6,9 @@ recomputed independently: the tail blocks (pre-norm causal self-attention and an
 erf-GELU MLP, LayerNorm eps 1e-5), the frozen head (final LayerNorm, then the tied
 token matrix), the token-weighted cross entropy plus retention weight x mean squared
 distance to the reference stream, its gradient by float64 autograd, and
-torch.optim.Adam's documented update written out. The prefix features F(x) (and
-the reference stream, itself checked against the original blocks in float64) are
-the given inputs. Nothing from laya.evolution's objective, blocks, head or
+torch.optim.Adam's documented update written out. The packet's prefix features
+F(x) and reference stream are the given inputs, each first checked against the
+parent recomputed in float64. Nothing from laya.evolution's objective, blocks, head or
 optimizer is used for the reference; the learner runs in this process (no
 3-process group is needed for these claims).
 """
@@ -46,7 +46,7 @@ NORM_RTOL = 1e-4      # gradient norm
 GRAD_NOISE = 1e-5     # float32 gradient error, relative to the largest gradient entry of the tail
 MOMENT_RTOL = 1e-6    # float32 rounding of the moment updates themselves
 STEP_RTOL = 1e-5      # float32 rounding of Adam's parameter step (relative to the step)
-REF_RTOL = 1e-5       # reference stream vs the float64 original blocks (relative to its largest entry)
+REF_RTOL = 1e-5       # feature / reference stream vs the float64 parent (relative to its largest entry)
 
 
 # --- the float64 reference ---------------------------------------------------------
@@ -157,6 +157,14 @@ def _check_reference_stream(ws: Workspace, parent: dict, streams: dict) -> None:
             REF_RTOL * expected.abs().max() * torch.ones_like(expected))
 
 
+def _check_feature_stream(ws: Workspace, parent: dict, ids: torch.Tensor, streams: dict) -> None:
+    """F(x): token plus learned position embedding, then the parent's first `cut` blocks."""
+    x = parent["tok.weight"][ids] + parent["pos.weight"][torch.arange(ids.shape[1])]
+    expected = run_blocks(x, parent, [f"blocks.{i}." for i in range(ws.exp.cut)], ws.exp.config.heads)
+    _within("feature stream vs the parent's prefix", streams["features"], expected,
+            REF_RTOL * expected.abs().max() * torch.ones_like(expected))
+
+
 def _check_updates(ws: Workspace, records: list[dict]) -> None:
     """Each update from the learner's previous state against one float64 update."""
     exp, cfg = ws.exp, ws.exp.config
@@ -171,6 +179,7 @@ def _check_updates(ws: Workspace, records: list[dict]) -> None:
     for i in sorted(set(exp.schedule())):
         packets[i] = load_file(ws.packet(i) / "features.safetensors")
         assert ("reference" in packets[i]) == fixed_tail, sorted(packets[i])
+        _check_feature_stream(ws, parent, ws.microbatches[i].input_ids, packets[i])
         if fixed_tail:
             _check_reference_stream(ws, parent, packets[i])
     assert [r["microbatch"] for r in records] == exp.schedule()

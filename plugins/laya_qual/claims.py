@@ -226,8 +226,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "and a learner that is not smaller is refused."),
     Claim("learner.certify.parent",
           "The single-process audit certifies packets the committed parent produced, and refuses "
-          "(field `features`) a packet whose features came from a different parent although its "
-          "manifest claims the committed parent's digest."),
+          "(field `features`) a packet whose feature stream, or only its fixed-tail reference "
+          "stream, came from a different parent although its manifest claims the committed "
+          "parent's digest."),
     Claim("learner.certify.binding",
           "A learner that requires certification refuses an uncertified packet or one whose "
           "certificate belongs to another packet (field `certificate`), and every update record "
@@ -244,7 +245,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "gradient norm (rel. 1e-4), Adam step count, exp_avg and exp_avg_sq (float32 gradient "
           "error bound: 1e-5 of the largest gradient entry) and parameters (rel. 1e-5 of the step); "
           "Hypothesis varies both layouts, tail size, cut, lr, betas, eps, weight decay, retention "
-          "weight and token weights."),
+          "weight and token weights. The packet's feature stream it trains on equals the parent's "
+          "embedding and first cut blocks recomputed in float64 (rel. 1e-5)."),
     Claim("learner.oracle.retention",
           "Fixed-tail control: the trainable blocks start bit for bit as the parent's last two "
           "blocks; the reference stream (and the feature stream) the learner trains on is bitwise "
