@@ -19,7 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from safetensors.torch import load_file
 
-from laya.evolution.accounting import flop_model
+from laya.evolution.accounting import flop_model, projection
 from laya.evolution.cli import evolve
 from laya.evolution.layouts import Layout
 from laya.evolution.packets import expected_binding, write_packet
@@ -57,6 +57,12 @@ def test_plan_prints_the_documented_bytes(config, batches, microbatch):
         for key, expected in (("stream", batches * per_stream), ("total", streams * batches * per_stream),
                               ("head", head)):
             assert abs(float(p[key]) - expected / 1e9) <= 0.005, (layout, key, p[key], expected)
+        exact = projection(cfg, Layout(layout), batches=batches, microbatch=microbatch)  # the unrounded figures
+        assert {k: exact[k] for k in ("packet_stream_bytes", "packet_bytes", "stream_bytes", "total_bytes",
+                                      "head_replica_bytes")} == {
+            "packet_stream_bytes": per_stream, "packet_bytes": streams * per_stream,
+            "stream_bytes": batches * per_stream, "total_bytes": streams * batches * per_stream,
+            "head_replica_bytes": head}, exact
 
 
 @pytest.mark.laya_claim("learner.plan.storage")
