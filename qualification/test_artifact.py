@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
 
 import laya
-from laya.artifact import MANIFEST, ROLES
-from laya.errors import ArtifactError, DigestMismatch, UnsupportedAdapter
+from laya.artifact import BASE_ROLES, MANIFEST, ROLES
+from laya.errors import ArtifactError, DigestMismatch, LayaError, UnsupportedAdapter
 from laya_qual.synth import (
     artifact_configs,
     clone_artifact,
     head_kinds,
+    replace_pinned_file,
     requests_for,
     rewrite_file,
     seeds,
@@ -161,3 +167,141 @@ def test_non_null_adapter_is_refused(tmp_path, qualified_artifact, payload):
     _rewrite_manifest(directory, lambda manifest: manifest.__setitem__("adapter", payload))
     with pytest.raises(UnsupportedAdapter, match="adapter"):
         laya.load_artifact(directory)
+
+
+# --- parse what you hashed ---------------------------------------------------------------
+
+class SwapAfterHash:
+    """Right after the loader hashes the bytes it read from an armed file, that file's bytes change.
+
+    Python's audit hook says which armed file was just opened; a wrapped hashlib.sha256
+    sees those bytes being hashed and then overwrites the file in place with a valid but
+    different file. A loader that parses the bytes it hashed is unaffected; one that
+    reads the path again (Python or native reader, any API) parses the other file.
+    """
+
+    _active: list["SwapAfterHash"] = []
+    _installed = False
+
+    def __init__(self, armed: dict[Path, bytes]):
+        self.files = {os.path.realpath(p): (Path(p).read_bytes(), new) for p, new in armed.items()}
+        self.opened: str | None = None
+        self.swapped: set[str] = set()
+
+    @classmethod
+    def _audit(cls, event: str, args: tuple) -> None:
+        if event == "open" and cls._active and isinstance(args[0], (str, bytes, os.PathLike)):
+            cls._active[-1].on_open(os.path.realpath(os.fsdecode(args[0])))
+
+    def on_open(self, path: str) -> None:
+        if path in self.files and path not in self.swapped:
+            self.opened = path
+
+    def hashed(self, data) -> None:
+        path = self.opened
+        if path is not None and bytes(data) == self.files[path][0]:
+            self.swapped.add(path)
+            self.opened = None
+            with open(path, "r+b") as fh:  # the same inode: open descriptors and maps see it too
+                fh.truncate(0)
+                fh.write(self.files[path][1])
+
+    def __enter__(self) -> "SwapAfterHash":
+        if not SwapAfterHash._installed:  # audit hooks cannot be removed; inert while none is active
+            sys.addaudithook(SwapAfterHash._audit)
+            SwapAfterHash._installed = True
+        SwapAfterHash._active.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        SwapAfterHash._active.remove(self)
+
+
+@contextlib.contextmanager
+def watching_sha256(swap: SwapAfterHash):
+    """hashlib.sha256 as always, telling `swap` which bytes were just hashed."""
+    real = hashlib.sha256
+
+    def sha256(data=b"", **kwargs):
+        digest = real(data, **kwargs)
+        swap.hashed(data)
+        return digest
+
+    hashlib.sha256 = sha256
+    try:
+        yield
+    finally:
+        hashlib.sha256 = real
+
+
+def _alternative(role: str, data: bytes) -> bytes:
+    """A valid file for `role` that differs from `data` in what it makes the model compute."""
+    if role in ("encoder_weights", "head_weights"):
+        return save_safetensors({k: t * 1.5 if t.is_floating_point() else t for k, t in load_safetensors(data).items()})
+    obj = json.loads(data)
+    if role == "encoder_config":
+        obj["layer_norm_eps"] = 0.5
+    elif role == "head_config":
+        for task in obj["tasks"]:
+            task["temperature"] *= 3
+    elif role == "special_tokens":
+        obj["cls"], obj["sep"] = obj["sep"], obj["cls"]
+    elif role == "sequence_format":
+        obj["question_token_type"], obj["option_token_type"] = obj["option_token_type"], obj["question_token_type"]
+    elif role == "tokenizer":
+        vocab = obj["model"]["vocab"]
+        vocab["a"], vocab["e"] = vocab["e"], vocab["a"]  # the request's question is spelled with both
+    return json.dumps(obj, indent=1).encode()
+
+
+PARSE_REQUEST = laya.Request(task="answer", question="a e a e ba", options=("a e", "e", "ea ae"), state="e a")
+FAMILIES = {"standalone": ROLES, "shared": ROLES, "base-dir": BASE_ROLES}
+
+
+def _load(family: str, role: str, pristine: Path, armed: Path):
+    """Load through one loader family, reading `role` from the armed copy and all else from the pristine one."""
+    if family == "standalone":
+        return laya.load_artifact(armed)
+    if family == "base-dir":
+        return laya.load_artifact_with_base(pristine, laya.load_artifact_base(pristine, armed))
+    base_role = role in BASE_ROLES
+    base = laya.load_artifact_base(armed if base_role else pristine)
+    return laya.load_artifact_with_base(pristine if base_role else armed, base)
+
+
+def _outcome(model) -> tuple:
+    p = model.predict(PARSE_REQUEST)
+    return torch.tensor(p.probabilities), p.decision, p.head_digest
+
+
+@pytest.fixture(scope="module")
+def parse_hashed_artifact(artifact_factory) -> tuple[Path, tuple]:
+    directory = artifact_factory(seed=7, head_kind="transformer", base_seed=1)
+    return directory, _outcome(laya.load_artifact(directory))
+
+
+@pytest.mark.laya_claim("artifact.parse-hashed")
+@pytest.mark.parametrize("family,role", [(f, r) for f, roles in FAMILIES.items() for r in roles])
+def test_loader_parses_the_bytes_it_hashed(tmp_path, parse_hashed_artifact, family, role):
+    pristine, expected = parse_hashed_artifact
+    rel = manifest_entries(pristine)[role]["path"]
+    other = _alternative(role, (pristine / rel).read_bytes())
+    # the swapped-in file is one the loader would accept, and it changes the answer
+    consistent = clone_artifact(pristine, tmp_path / "consistent")
+    replace_pinned_file(consistent, role, other)
+    changed = _outcome(laya.load_artifact(consistent))
+    assert not torch.equal(changed[0], expected[0]) or changed[2] != expected[2], f"{role}: alternative is inert"
+
+    armed = tmp_path / "armed"
+    shutil.copytree(pristine, armed)  # real copies: the swap writes in place
+    with SwapAfterHash({armed / rel: other}) as swap, watching_sha256(swap):
+        try:
+            model = _load(family, role, pristine, armed)
+        except LayaError:
+            model = None  # refusing is allowed: the bytes changed under the loader
+    assert swap.swapped == {os.path.realpath(armed / rel)}, (
+        f"{rel} was not hashed right after Python opened it; this check cannot see how the loader reads it")
+    if model is not None:
+        got = _outcome(model)
+        assert torch.equal(got[0], expected[0]) and got[1:] == expected[1:], (
+            f"{family} loader: the model reflects {rel} as changed after hashing, not the hashed bytes")

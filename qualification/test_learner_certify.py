@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from laya.errors import FeaturePacketError
 from laya.evolution.certify import audit
@@ -24,22 +26,27 @@ def _forge_parent_claim(packet_dir: Path, parent_digest: str) -> None:
 
 
 @pytest.mark.laya_claim("learner.certify.parent")
-def test_audit_catches_features_from_another_parent(evolution_group, evolution_workspaces, tmp_path):
+@pytest.mark.parametrize("block", ["first", "last"])
+def test_audit_catches_features_from_another_parent(evolution_group, evolution_workspaces, tmp_path, block):
+    """The first block changes both streams; the last changes only the fixed-tail reference stream."""
     ws = evolution_workspaces.fresh(evolution_workspaces.produced("fixed-tail").exp)
     evolution_group.run(produce, ws)
     indices = sorted(set(ws.exp.schedule()))
     honest = evolution_group.run(audit, ws, indices, ranks=[0])[0]
     assert sorted(honest) == indices
 
-    # a parent that differs in one weight of the first block; head and everything else equal
+    # a parent that differs in one weight of one block; head and everything else equal
     state = init_parent(ws.exp.config, ws.exp.parent_seed)
-    state["blocks.0.fc.weight"][0, 0] += 1e-2
+    state[f"blocks.{0 if block == 'first' else ws.exp.config.depth - 1}.fc.weight"][0, 0] += 1e-2
     other_digest = write_parent(tmp_path / "other.safetensors", ws.exp.config, state)
     other = ws.with_(parent_file=tmp_path / "other.safetensors", parent_digest=other_digest,
                      packet_dir=tmp_path / "packets")
     evolution_group.run(produce, other)
     _forge_parent_claim(other.packet_dir, ws.parent_digest)
     forged = ws.with_(packet_dir=other.packet_dir)
+    ours, theirs = (load_file(w.packet(0) / "features.safetensors") for w in (ws, other))
+    assert torch.equal(ours["features"], theirs["features"]) == (block == "last")
+    assert not torch.equal(ours["reference"], theirs["reference"])
 
     # the binding alone cannot tell: the forged packets pass every field check
     assert len(evolution_group.run(learn, forged, snapshots=False, ranks=[LEARNER])[0]["records"]) == 8

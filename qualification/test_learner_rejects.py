@@ -17,7 +17,10 @@ from laya.evolution.data import make_tokenizer
 from laya.evolution.kernel import LEARNER
 from laya.evolution.layouts import Layout
 from laya.evolution.learner import learn
+from laya.evolution.packets import expected_binding, write_packet
 from laya.evolution.parent import init_parent, write_parent
+from laya.evolution.prefix import full_prefix
+from laya.evolution.workspace import read_tokenizer_digest
 
 
 def _copy(ws, root: Path):
@@ -102,6 +105,26 @@ def test_other_numeric_profile_refused(evolution_group, evolution_workspaces, ba
     manifest = json.loads((ws.packet(2) / "binding.json").read_text())
     profile = dict(manifest["binding"]["numeric_profile"], intra_op_threads=2)
     _edit_manifest(ws.packet(2), "numeric_profile", profile)  # as if produced with two threads
+    _assert_only(_refused(evolution_group, ws), "numeric_profile")
+
+
+@pytest.mark.laya_claim("learner.rejects.numeric-profile")
+def test_packet_made_with_two_threads_refused(evolution_group, evolution_workspaces, base):
+    """Produced for real under two intra-op threads (not an edited manifest), so a profile that
+    does not read the live process is caught too."""
+    ws = _copy(base["fixed-tail"], evolution_workspaces.root)
+    mb, before = ws.microbatches[2], torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        binding = expected_binding(ws, mb, tokenizer_digest=read_tokenizer_digest(ws.tokenizer_file),
+                                   head_state=load_file(ws.head_file))
+        streams = full_prefix(ws.exp.config, load_file(ws.parent_file), ws.exp.cut, mb.input_ids, True)
+    finally:
+        torch.set_num_threads(before)
+    live = {"intra_op_threads": 2, "inter_op_threads": torch.get_num_interop_threads(), "torch": torch.__version__}
+    assert {k: binding["numeric_profile"][k] for k in live} == live, binding["numeric_profile"]
+    shutil.rmtree(ws.packet(2))
+    write_packet(ws.packet(2), binding, streams)
     _assert_only(_refused(evolution_group, ws), "numeric_profile")
 
 

@@ -45,6 +45,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("adapter.refuse.standalone",
           "A non-null `adapter` payload in the manifest is refused by load_artifact with "
           "UnsupportedAdapter."),
+    Claim("artifact.parse-hashed",
+          "Every pinned file (every role) is parsed from the bytes that were hashed, by both loader "
+          "families (load_artifact; load_artifact_base with or without a base directory, then "
+          "load_artifact_with_base): when a file's bytes change on disk right after the loader "
+          "hashed them, to a valid file that would change predictions, the loaded model predicts "
+          "bitwise as the unchanged artifact, or the load is refused."),
     # --- request: typed validation and budgets ------------------------------------
     Claim("request.budget",
           "A request whose rendering exceeds the head's sequence budget, or whose option count "
@@ -266,8 +272,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "and a learner that is not smaller is refused."),
     Claim("learner.certify.parent",
           "The single-process audit certifies packets the committed parent produced, and refuses "
-          "(field `features`) a packet whose features came from a different parent although its "
-          "manifest claims the committed parent's digest."),
+          "(field `features`) a packet whose feature stream, or only its fixed-tail reference "
+          "stream, came from a different parent although its manifest claims the committed "
+          "parent's digest."),
     Claim("learner.certify.binding",
           "A learner that requires certification refuses an uncertified packet or one whose "
           "certificate belongs to another packet (field `certificate`), and every update record "
@@ -276,6 +283,32 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "When a rank of the 3-process group dies mid-job, or a job outlives its timeout, the "
           "caller gets DistributedError naming the rank(s) within bounded time and every process "
           "of the group is stopped."),
+    Claim("learner.oracle.update",
+          "Each of 8 updates of the feature learner matches, from the learner's own previous state, "
+          "a float64 reference written from the documented objective (tail blocks, final norm + tied "
+          "matrix, token-weighted cross entropy, + retention weight x MSE to the reference stream for "
+          "the fixed-tail control) and torch.optim.Adam's documented update: loss (rel. 1e-5), "
+          "gradient norm (rel. 1e-4), Adam step count, exp_avg and exp_avg_sq (float32 gradient "
+          "error bound: 1e-5 of the largest gradient entry) and parameters (rel. 1e-5 of the step); "
+          "Hypothesis varies both layouts, tail size, cut, lr, betas, eps, weight decay, retention "
+          "weight and token weights. The packet's feature stream it trains on equals the parent's "
+          "embedding and first cut blocks recomputed in float64 (rel. 1e-5)."),
+    Claim("learner.oracle.retention",
+          "Fixed-tail control: the trainable blocks start bit for bit as the parent's last two "
+          "blocks; the reference stream (and the feature stream) the learner trains on is bitwise "
+          "the packet's and unchanged after 8 updates, and equals the parent's original last two "
+          "blocks recomputed in float64 on the packet's features (rel. 1e-5)."),
+    Claim("learner.plan.storage",
+          "`laya evolve plan` prints, for every named configuration and both layouts, per-packet "
+          "bytes = microbatch x sequence x width x 4 per stream (1 stream appended, 2 fixed-tail), "
+          "per-stream bytes = batches x that, total = streams x per-stream, head replica = "
+          "4 x (vocab x width + 2 x width); and a packet the runtime writes holds exactly the "
+          "planned tensor bytes."),
+    Claim("learner.plan.flops",
+          "The FLOP model behind the speedup limit counts, per token of one update, what "
+          "docs/evolution.md states: kernel = cut blocks + (2 reference blocks, fixed-tail) + learner; "
+          "learner = 3 x tail blocks (forward + backward) + 2 x head (forward + input gradient); one "
+          "block = 2 x (4 width^2 + 2 width x mlp) + 4 x sequence x width, head = 2 x width x vocab."),
     # --- report: signed qualification report (section owned by the report work) -----
     Claim("report.verdicts",
           "Every catalogued claim appears in the report: `failed` if any of its tests failed, "

@@ -1,0 +1,101 @@
+"""Accounting: `laya evolve plan` against the documented byte formula and a real packet; the FLOP model.
+
+One stream of one packet holds microbatch x sequence x width float32 values; a
+schedule stores batches of them per stream; the fixed-tail control stores two
+streams (features and reference), the appended layout one; the read-only head
+replica is the tied matrix plus the final norm's weight and bias, in float32. The
+FLOP model counts one update per token as docs/evolution.md states it.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import example, given
+from hypothesis import strategies as st
+from safetensors.torch import load_file
+
+from laya.evolution.accounting import flop_model, projection
+from laya.evolution.cli import evolve
+from laya.evolution.layouts import Layout
+from laya.evolution.packets import expected_binding, write_packet
+from laya.evolution.parent import CONFIGS
+from laya.evolution.prefix import full_prefix
+from laya.evolution.workspace import Experiment, prepare, read_tokenizer_digest
+
+STREAMS = {"appended": 1, "fixed-tail": 2}
+LINE = re.compile(r"^(?P<layout>[a-z-]+): (?P<n>\d+) stream\(s\) \S+; per packet (?P<per>\d+) bytes/stream, "
+                  r"(?P<packet>\d+) bytes\n  (?P<b>\d+) batches x (?P<m>\d+) x (?P<s>\d+) x (?P<w>\d+) x 4 = "
+                  r"(?P<stream>[\d.]+) GB per stream; total (?P<total>[\d.]+) GB before metadata; "
+                  r"read-only head replica (?P<head>[\d.]+) GB$", re.M)
+
+
+def _plan(config: str, batches: int, microbatch: int) -> dict[str, dict]:
+    out = CliRunner().invoke(evolve, ["plan", "--config", config, "--batches", str(batches),
+                                      "--microbatch", str(microbatch)])
+    assert out.exit_code == 0, out.output
+    return {m["layout"]: m.groupdict() for m in LINE.finditer(out.output)}
+
+
+@pytest.mark.laya_claim("learner.plan.storage")
+@given(config=st.sampled_from(sorted(CONFIGS)), batches=st.integers(1, 4096), microbatch=st.integers(1, 64))
+@example(config="parent-1.7b", batches=128, microbatch=8)
+def test_plan_prints_the_documented_bytes(config, batches, microbatch):
+    cfg = CONFIGS[config]
+    printed = _plan(config, batches, microbatch)
+    assert sorted(printed) == sorted(STREAMS)
+    per_stream = microbatch * cfg.seq_len * cfg.width * 4
+    head = 4 * (cfg.vocab * cfg.width + 2 * cfg.width)
+    for layout, streams in STREAMS.items():
+        p = printed[layout]
+        assert (int(p["n"]), int(p["per"]), int(p["packet"])) == (streams, per_stream, streams * per_stream), p
+        assert (int(p["b"]), int(p["m"]), int(p["s"]), int(p["w"])) == (batches, microbatch, cfg.seq_len, cfg.width)
+        for key, expected in (("stream", batches * per_stream), ("total", streams * batches * per_stream),
+                              ("head", head)):
+            assert abs(float(p[key]) - expected / 1e9) <= 0.005, (layout, key, p[key], expected)
+        exact = projection(cfg, Layout(layout), batches=batches, microbatch=microbatch)  # the unrounded figures
+        assert {k: exact[k] for k in ("packet_stream_bytes", "packet_bytes", "stream_bytes", "total_bytes",
+                                      "head_replica_bytes")} == {
+            "packet_stream_bytes": per_stream, "packet_bytes": streams * per_stream,
+            "stream_bytes": batches * per_stream, "total_bytes": streams * batches * per_stream,
+            "head_replica_bytes": head}, exact
+
+
+@pytest.mark.laya_claim("learner.plan.storage")
+@pytest.mark.parametrize("layout", sorted(STREAMS))
+def test_a_written_packet_holds_the_planned_bytes(tmp_path_factory, layout):
+    """The tensor bytes of a packet the runtime writes equal the plan's per-packet figure."""
+    exp = Experiment(layout=Layout(layout), microbatch=3, microbatches=1, updates=1)
+    ws = prepare(exp, Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp())))
+    mb = ws.microbatches[0]
+    streams = full_prefix(exp.config, load_file(ws.parent_file), exp.cut, mb.input_ids, layout == "fixed-tail")
+    write_packet(ws.packet(0), expected_binding(ws, mb, tokenizer_digest=read_tokenizer_digest(ws.tokenizer_file),
+                                                head_state=load_file(ws.head_file)), streams)
+    stored = load_file(ws.packet(0) / "features.safetensors")
+    payload = sum(t.numel() * t.element_size() for t in stored.values())
+    cfg = exp.config
+    assert payload == STREAMS[layout] * 3 * cfg.seq_len * cfg.width * 4
+    assert int(_plan("tiny", 1, 3)[layout]["packet"]) == payload
+
+
+@pytest.mark.laya_claim("learner.plan.flops")
+@given(config=st.sampled_from(sorted(CONFIGS)), data=st.data())
+def test_flop_model_counts_the_documented_work(config, data):
+    cfg = CONFIGS[config]
+    if data.draw(st.sampled_from(sorted(STREAMS))) == "appended":
+        layout = Layout("appended", tail_blocks=data.draw(st.integers(1, 4)), cut=data.draw(st.integers(0, cfg.depth)))
+    else:
+        layout = Layout("fixed-tail")
+    d, m, n = cfg.width, cfg.mlp_ratio * cfg.width, cfg.seq_len
+    block = 2 * (3 * d * d + d * d + d * m + m * d) + 2 * (n * d + n * d)  # matmuls; scores and weighted sum
+    head = 2 * d * cfg.vocab
+    cut = cfg.depth - 2 if layout.name == "fixed-tail" else layout.cut
+    learner = 3 * layout.tail_blocks * block + 2 * head
+    kernel = cut * block + (2 * block if layout.name == "fixed-tail" else 0) + learner
+    model = flop_model(cfg, layout)
+    assert (model["kernel_flops_per_token"], model["learner_flops_per_token"]) == (kernel, learner)
+    assert model["limit"] == pytest.approx(kernel / learner, rel=1e-12)
