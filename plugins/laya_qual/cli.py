@@ -158,3 +158,25 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
     click.echo(f"\nbundle: {out}\nverify: laya-qual verify {out} --public-key {public}")
     if rc != 0 or v.laya["predicate"]["result"] == "FAILED":
         sys.exit(rc or 1)
+
+
+@main.command()
+@click.option("--seeds", default=1, show_default=True, help="run every defect and the baseline under K Hypothesis seeds")
+@click.option("--hypothesis-seed", type=int, help="first seed (default: random, recorded); seeds are N, N+1, ...")
+@click.option("--workers", "-n", default=2, show_default=True, help="most xdist workers a run may use")
+@click.option("--jobs", default=1, show_default=True, help="defects run at the same time")
+@click.option("--confirm/--no-confirm", default=True, show_default=True,
+              help="run the whole suite on a defect its claims' tests missed before calling it survived")
+@click.option("--timeout", type=float, help="seconds per pytest run (default: from the baseline timings)")
+@click.option("--only", multiple=True, metavar="ID", help="run only these defect ids (repeatable)")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="results JSON (default: reports/mutation-<UTC time>.json)")
+@click.option("--require-rate", type=float, metavar="R", help="exit 1 if the kill rate is below R (0..1)")
+def mutate(**options) -> None:
+    """Run the suite against every seeded defect of the catalogue; print the kill rate."""
+    from laya_qual.mutation import MutationError, main as run_mutation
+
+    try:
+        sys.exit(run_mutation(**options))
+    except MutationError as e:
+        raise click.ClickException(str(e)) from None
