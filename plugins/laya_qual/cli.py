@@ -169,6 +169,8 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
               help="run the whole suite on a defect its claims' tests missed before calling it survived")
 @click.option("--timeout", type=float, help="seconds per pytest run (default: from the baseline timings)")
 @click.option("--only", multiple=True, metavar="ID", help="run only these defect ids (repeatable)")
+@click.option("--claims", metavar="PATTERN[,...]",
+              help="limit every run to these claims' tests (a quick, partial figure)")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="results JSON (default: reports/mutation-<UTC time>.json)")
 @click.option("--require-rate", type=float, metavar="R", help="exit 1 if the kill rate is below R (0..1)")

@@ -208,6 +208,7 @@ class Plan:
     jobs: int = 1
     confirm: bool = True
     timeout: float | None = None  # per pytest run; None: derived from the baseline
+    scope: Sequence[str] = ()  # claim patterns the whole run is limited to (a partial figure)
     defects: Sequence[Defect] = DEFECTS
 
 
@@ -226,7 +227,10 @@ class Runner:
         check_catalogue(plan.defects, self.layout)
         self.tmp = Path(tempfile.mkdtemp(prefix="laya-mutate-"))
         # Every copy comes from this snapshot, so edits to the tree during a long run change nothing.
+        self.digests = code_digests(self.layout)
         self.pristine = build_root(self.tmp / "pristine", self.layout)
+        if code_digests(self.layout) != self.digests:
+            raise MutationError("the installed packages changed while they were being copied")
         self.times: list[tuple[list[str], float]] = []
         self.startup = 0.0
         self.suite_seconds = 0.0
@@ -249,7 +253,7 @@ class Runner:
         for i, seed in enumerate(self.plan.seeds):
             self.progress(f"baseline: whole suite, seed {seed}, -n {self.plan.max_workers}")
             r = run_suite(root, seed=seed, workers=self.plan.max_workers, timeout=self.plan.timeout or 3600,
-                          exitfirst=False, extra=[f"--junitxml={junit}"] if i == 0 else [])
+                          exitfirst=False, claims=self.plan.scope, extra=[f"--junitxml={junit}"] if i == 0 else [])
             failed = sorted(set(m.group(2) for m in _SUMMARY.finditer(r.output)))
             records.append({"seed": seed, "verdict": "green" if r.outcome == "passed" else "red",
                             "failed": failed, "seconds": round(r.seconds, 1)})
@@ -258,10 +262,23 @@ class Runner:
             if i == 0 and r.outcome == "passed":
                 self.times = test_times(junit)
                 self.suite_seconds = r.seconds
-                serial = sum(t for _, t in self.times)
-                # what a -n W run costs beyond its share of the test time: worker start-up and collection
-                self.startup = max(0.0, r.seconds - serial / self.plan.max_workers)
+                self.startup = self._measure_startup(root, seed)
         return records
+
+    def _measure_startup(self, root: Path, seed: int) -> float:
+        """What xdist costs beyond a serial run: the quickest claim's tests at -n 0 and at -n W."""
+        w = self.plan.max_workers
+        per_claim: dict[str, float] = {}
+        for ids, t in self.times:
+            for c in ids:
+                per_claim[c] = per_claim.get(c, 0.0) + t
+        if w < 2 or not per_claim:
+            return 0.0
+        quickest = min(per_claim, key=per_claim.get)
+        serial = run_suite(root, seed=seed, workers=0, claims=[quickest], timeout=600)
+        parallel = run_suite(root, seed=seed, workers=w, claims=[quickest], timeout=600)
+        self.progress(f"xdist start-up: {quickest} took {serial.seconds:.1f}s at -n 0, {parallel.seconds:.1f}s at -n {w}")
+        return max(0.0, parallel.seconds - serial.seconds)
 
     def workers_for(self, claims: Sequence[str]) -> tuple[int, float]:
         """-n for a selection, by measurement: workers pay off when the test time they
@@ -275,7 +292,7 @@ class Runner:
 
     def run_defect(self, defect: Defect) -> dict:
         root = self._root(defect.id, defect)
-        selection = _selection(defect)
+        selection = list(self.plan.scope) or _selection(defect)
         workers, serial = self.workers_for(selection)
         runs = []
         for seed in self.plan.seeds:
@@ -283,7 +300,7 @@ class Runner:
             stage, spent = "claims", r.seconds
             if r.outcome == "passed" and self.plan.confirm:
                 stage = "suite"
-                r = run_suite(root, seed=seed, workers=self.plan.max_workers,
+                r = run_suite(root, seed=seed, workers=self.plan.max_workers, claims=self.plan.scope,
                               timeout=self._timeout(self.suite_seconds))
                 spent += r.seconds
             outcome = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[r.outcome]
@@ -294,13 +311,11 @@ class Runner:
 
     def run(self) -> dict:
         started, t0 = _now(), time.monotonic()
-        digests = code_digests(self.layout)
-        if digests != code_digests({n: self.pristine / LAYOUT[n] for n in LAYOUT}):
-            raise MutationError("the installed packages changed while they were being copied")
+        digests = self.digests
         baseline = self.baseline()
         result = {"format": FORMAT, "catalogue": {"digest": catalogue_digest(self.plan.defects),
                                                   "defects": len(self.plan.defects)},
-                  "code": digests, "hypothesisSeeds": self.plan.seeds, "confirmWholeSuite": self.plan.confirm,
+                  "code": digests, "scope": list(self.plan.scope), "hypothesisSeeds": self.plan.seeds, "confirmWholeSuite": self.plan.confirm,
                   "maxWorkers": self.plan.max_workers, "startupSeconds": round(self.startup, 1),
                   "baseline": {"stable": all(b["verdict"] == "green" for b in baseline), "runs": baseline},
                   "startedOn": started}
@@ -383,6 +398,8 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> dict:
         summary, code = result["summary"], result["code"]
         if result.get("format") != FORMAT:
             raise KeyError("format")
+        if result["scope"] or result["catalogue"]["subset"]:
+            raise pytest.UsageError(f"--laya-kill-rate {path}: a partial run (--claims or --only) is no suite figure")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise pytest.UsageError(f"--laya-kill-rate {path}: not a laya-qual mutate results file ({e!r})") from None
     if code.get("runtime") != runtime:
@@ -392,6 +409,7 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> dict:
         raise pytest.UsageError(f"--laya-kill-rate {path}: measured with suite/harness {code.get('harness')}, "
                                 f"this run uses {harness}; rerun laya-qual mutate on this code")
     return {"killed": summary["killed"], "total": summary["total"], "catalogueDigest": result["catalogue"]["digest"],
+            "survivorsConfirmedOnWholeSuite": result["confirmWholeSuite"],
             "hypothesisSeeds": result["hypothesisSeeds"], "survivors": summary["survivors"],
             "probabilistic": summary["probabilistic"], "timeouts": summary["timeouts"]}
 
@@ -413,7 +431,8 @@ def _progress(message: str) -> None:
 
 
 def main(*, seeds: int, hypothesis_seed: int | None, workers: int, jobs: int, confirm: bool,
-         timeout: float | None, only: Sequence[str], output: Path | None, require_rate: float | None) -> int:
+         timeout: float | None, only: Sequence[str], claims: str | None, output: Path | None,
+         require_rate: float | None) -> int:
     """``laya-qual mutate``: run, write the results JSON, print the table; the exit status."""
     import secrets
 
@@ -425,7 +444,7 @@ def main(*, seeds: int, hypothesis_seed: int | None, workers: int, jobs: int, co
         defects = tuple(d for d in DEFECTS if d.id in set(only))
     first = secrets.randbelow(2**31) if hypothesis_seed is None else hypothesis_seed
     plan = Plan(seeds=[first + i for i in range(seeds)], max_workers=workers, jobs=jobs, confirm=confirm,
-                timeout=timeout, defects=defects)
+                timeout=timeout, defects=defects, scope=[p for p in (claims or "").split(",") if p])
     output = output or Path("reports") / f"mutation-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     runner = Runner(plan, _progress)
