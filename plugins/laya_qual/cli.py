@@ -128,9 +128,11 @@ def _signing_key(key: Path | None) -> Path:
               help=f"Ed25519 private key (default: ${KEY_ENV}, else the dev key {DEV_KEY})")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="bundle path, overwritten (default: reports/qualification-<UTC time>.intoto.jsonl)")
+@click.option("--kill-rate", type=click.Path(dir_okay=False, path_type=Path),
+              help="a `laya-qual mutate` results file measured on this code, carried as suite.killRate")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | None,
-        out: Path | None, pytest_args: tuple[str, ...]) -> None:
+        out: Path | None, kill_rate: Path | None, pytest_args: tuple[str, ...]) -> None:
     """Run the qualification suite, sign the report, verify it, and summarize it.
 
     Extra arguments after `--` go to pytest. A Hypothesis seed is chosen and recorded
@@ -146,6 +148,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
     cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", suite, "-n", str(workers),
            "--laya-report", str(out), "--laya-signing-key", str(key)]
     cmd += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
+    cmd += ["--laya-kill-rate", str(kill_rate)] if kill_rate else []
     if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
         cmd.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
     out.unlink(missing_ok=True)  # never verify and show a stale bundle from an earlier run

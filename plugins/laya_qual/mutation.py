@@ -126,7 +126,7 @@ def mutate_root(root: Path, defect: Defect) -> None:
 
 
 def child_env(root: Path) -> dict:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a top-level run
     env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env

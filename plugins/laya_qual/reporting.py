@@ -30,6 +30,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("laya_qual").addoption(
         "--laya-signing-key", default=os.environ.get(KEY_ENV), metavar="PATH",
         help=f"Ed25519 private key (PEM) that signs the --laya-report bundle (default: ${KEY_ENV})")
+    parser.getgroup("laya_qual").addoption(
+        "--laya-kill-rate", default=None, metavar="FILE",
+        help="fold this `laya-qual mutate` results file into the report as suite.killRate")
 
 
 def _reporting(config: pytest.Config) -> bool:
@@ -149,6 +152,10 @@ class Assembler:
         # The harness as it was when the run started, not as it is when it ends.
         self.harness = {name: source_digest(package_dir(name))[0]
                         for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
+        from laya_qual.mutation import kill_rate
+
+        self.kill_rate = config.getoption("laya_kill_rate", None) and kill_rate(
+            config.getoption("laya_kill_rate"), runtime=self.subjects[0]["digest"]["sha256"], harness=self.harness)
         self.environment: dict = {}
         self.summary: dict | None = None
 
@@ -218,6 +225,7 @@ class Assembler:
             "invocation": invocation,
             "harness": {"version": laya_qual.__version__, "sha256": harness},
             "nominations": [s["name"] for s in self.subjects if s["annotations"]["kind"] == "artifact"],
+            **({"suite": {"killRate": self.kill_rate}} if self.kill_rate else {}),
         }
         configuration = [
             *({"name": name, "digest": {"sha256": digest}, "annotations": {"version": laya_qual.__version__}}

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from laya_qual.claims import Claim
+from laya_qual.mutation import kill_rate_line
 from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
 
 _ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
@@ -77,6 +78,7 @@ def text(laya: dict, path: str, signature: str) -> str:
              f"  run       {p['invocation']['finishedOn']}; {_environment(p)}",
              f"  seed      {p['hypothesis']['reproduce']}"]
     lines += [f"  subject   {s['name']}  sha256:{s['digest']['sha256']}" for s in laya["subject"]]
+    lines += kill_rate_line(p)
     lines += ["", f"  {'CLAIM':<{width}}  {'VERDICT':<13}  EVIDENCE"]
     lines += [f"  {c['id']:<{width}}  {c['verdict']:<13}  {evidence_line(c)}" for c in claims]
     if p["benchmarks"]:
