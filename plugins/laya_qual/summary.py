@@ -128,7 +128,10 @@ def claims_markdown(catalogue: Mapping[str, Claim]) -> str:
            "Generated from `laya_qual.claims` by `laya-qual claims --markdown`; do not edit by hand.",
            "", "A report lists every claim below with a verdict: `failed` if any test carrying it "
            "failed, `passed` if one passed and none failed, `not evaluated` if none ran (or all were "
-           "skipped or unmeasured). A claim is never passed by default.", ""]
+           "skipped or unmeasured). A claim is never passed by default.", "",
+           "Mutation-tested suite: `laya-qual mutate` runs the suite against every seeded defect of "
+           "`laya_qual.defects` and reports the kill rate per area; `laya-qual run --kill-rate FILE` "
+           "signs it into the report as `suite.killRate` (docs/mutation.md).", ""]
     areas: dict[str, list[Claim]] = {}
     for claim in catalogue.values():
         areas.setdefault(claim.area, []).append(claim)
