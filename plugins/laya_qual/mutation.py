@@ -150,7 +150,7 @@ def check_shadowing(root: Path) -> None:
 
 @dataclasses.dataclass
 class RunResult:
-    outcome: str  # passed | failed | timeout
+    outcome: str  # passed | failed | timeout | empty (no test selected)
     first_failure: str | None
     seconds: float
     returncode: int | None
@@ -175,8 +175,8 @@ def run_suite(root: Path, *, seed: int, workers: int, claims: Sequence[str] = ()
         return RunResult("timeout", None, time.monotonic() - start, None, output)
     seconds = time.monotonic() - start
     match = _SUMMARY.search(output)
-    if proc.returncode == 0:
-        return RunResult("passed", None, seconds, 0, output)
+    if proc.returncode in (0, 5):  # 5: no test selected, which catches nothing
+        return RunResult("passed" if proc.returncode == 0 else "empty", None, seconds, proc.returncode, output)
     first = match.group(2) if match else f"pytest exit status {proc.returncode}"
     return RunResult("failed", first, seconds, proc.returncode, output)
 
@@ -298,12 +298,12 @@ class Runner:
         for seed in self.plan.seeds:
             r = run_suite(root, seed=seed, workers=workers, claims=selection, timeout=self._timeout(serial))
             stage, spent = "claims", r.seconds
-            if r.outcome == "passed" and self.plan.confirm:
+            if r.outcome in ("passed", "empty") and self.plan.confirm:
                 stage = "suite"
                 r = run_suite(root, seed=seed, workers=self.plan.max_workers, claims=self.plan.scope,
                               timeout=self._timeout(self.suite_seconds))
                 spent += r.seconds
-            outcome = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[r.outcome]
+            outcome = {"passed": "survived", "empty": "survived", "failed": "killed", "timeout": "timeout"}[r.outcome]
             runs.append({"seed": seed, "outcome": outcome, "stage": stage, "firstFailure": r.first_failure,
                          "seconds": round(spent, 1), "workers": workers})
         shutil.rmtree(root, ignore_errors=True)
