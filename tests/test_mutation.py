@@ -57,7 +57,7 @@ def test_claim_patterns():
 
 def _results(tmp_path: Path, **changes) -> Path:
     result = {"format": FORMAT, "catalogue": {"digest": catalogue_digest(), "defects": 2, "subset": False},
-              "code": code_digests(), "scope": [], "hypothesisSeeds": [7], "confirmWholeSuite": True,
+              "code": code_digests(), "scope": [], "hypothesisSeeds": [7], "complete": True, "confirmWholeSuite": True,
               "summary": {"killed": 1, "total": 2, "rate": 0.5, "survivors": ["cache.overhead-changed"],
                           "probabilistic": {}, "timeouts": []}}
     for key, value in changes.items():
@@ -77,8 +77,9 @@ def test_kill_rate_is_refused_for_other_code(tmp_path):
                   harness=digests["harness"])
     with pytest.raises(pytest.UsageError, match="suite/harness"):
         kill_rate(_results(tmp_path), runtime=digests["runtime"], harness={**digests["harness"], "laya_qual": "x"})
-    with pytest.raises(pytest.UsageError, match="partial run"):
-        kill_rate(_results(tmp_path, scope=["cache"]), runtime=digests["runtime"], harness=digests["harness"])
+    for partial in ({"scope": ["cache"]}, {"complete": False}):
+        with pytest.raises(pytest.UsageError, match="partial or unfinished run"):
+            kill_rate(_results(tmp_path, **partial), runtime=digests["runtime"], harness=digests["harness"])
     (tmp_path / "junk.json").write_text("[]")
     with pytest.raises(pytest.UsageError, match="not a laya-qual mutate results file"):
         kill_rate(tmp_path / "junk.json", runtime=digests["runtime"], harness=digests["harness"])

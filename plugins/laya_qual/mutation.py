@@ -221,8 +221,8 @@ def _selection(defect: Defect) -> list[str]:
 
 
 class Runner:
-    def __init__(self, plan: Plan, progress: Callable[[str], None]):
-        self.plan, self.progress = plan, progress
+    def __init__(self, plan: Plan, progress: Callable[[str], None], checkpoint: Callable[[dict], None] = lambda r: None):
+        self.plan, self.progress, self.checkpoint = plan, progress, checkpoint
         self.layout = installed_layout()
         check_catalogue(plan.defects, self.layout)
         self.tmp = Path(tempfile.mkdtemp(prefix="laya-mutate-"))
@@ -329,7 +329,8 @@ class Runner:
                 self.progress(f"[{n}/{len(self.plan.defects)}] {record['id']}: {record['status']} "
                               f"({last['stage']}, {sum(r['seconds'] for r in record['runs']):.0f}s, -n {last['workers']})"
                               + (f" by {last['firstFailure']}" if last["firstFailure"] else ""))
-        result |= {"defects": records, "summary": summarize(records), "finishedOn": _now(),
+                self.checkpoint(result | {"complete": False, "defects": records, "summary": summarize(records)})
+        result |= {"complete": True, "defects": records, "summary": summarize(records), "finishedOn": _now(),
                    "wallSeconds": round(time.monotonic() - t0, 1)}
         return result
 
@@ -398,8 +399,9 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> dict:
         summary, code = result["summary"], result["code"]
         if result.get("format") != FORMAT:
             raise KeyError("format")
-        if result["scope"] or result["catalogue"]["subset"]:
-            raise pytest.UsageError(f"--laya-kill-rate {path}: a partial run (--claims or --only) is no suite figure")
+        if result["scope"] or result["catalogue"]["subset"] or not result["complete"]:
+            raise pytest.UsageError(f"--laya-kill-rate {path}: a partial or unfinished run (--claims, --only) "
+                                    "is no suite figure")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise pytest.UsageError(f"--laya-kill-rate {path}: not a laya-qual mutate results file ({e!r})") from None
     if code.get("runtime") != runtime:
@@ -447,7 +449,11 @@ def main(*, seeds: int, hypothesis_seed: int | None, workers: int, jobs: int, co
                 timeout=timeout, defects=defects, scope=[p for p in (claims or "").split(",") if p])
     output = output or Path("reports") / f"mutation-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    runner = Runner(plan, _progress)
+    def checkpoint(partial: dict) -> None:  # a long run leaves its figures so far on disk
+        partial["catalogue"]["subset"] = bool(only)
+        output.write_text(json.dumps(partial, indent=2) + "\n")
+
+    runner = Runner(plan, _progress, checkpoint)
     _progress(f"{len(defects)} defects (catalogue sha256:{catalogue_digest(defects)[:16]}), "
               f"seeds {plan.seeds}, copies under {runner.tmp}")
     try:
