@@ -44,6 +44,16 @@ LAYOUT = {"laya": "laya", "laya_qual": "laya_qual", "laya_qual.suite": "laya_qua
           "laya_qual.synth": "laya_qual/synth"}
 _IGNORE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".hypothesis", "*.pyc")
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
+# A kill needs one failing example, not the smallest: the suite's default profile without shrinking.
+_PROFILE_MODULE = "laya_qual_mutate_profile"
+_PROFILE = '''"""Loaded by laya-qual mutate runs (-p): the suite's profile without the shrink phase."""
+from hypothesis import Phase, settings
+
+import laya_qual.plugin  # registers the suite's profiles
+
+settings.register_profile("laya-mutate", settings(settings.get_profile("default"), phases=[
+    Phase.explicit, Phase.reuse, Phase.generate, Phase.target]))
+'''
 
 
 class MutationError(Exception):
@@ -117,6 +127,7 @@ def build_root(dest: Path, layout: dict[str, Path]) -> Path:
         if not target.exists():  # a regular install already nests suite/ and synth/ in laya_qual/
             shutil.copytree(layout[name], target, ignore=_IGNORE)
     (dest / "pytest.ini").write_text("[pytest]\n")  # pins the rootdir; no project ini applies
+    (dest / f"{_PROFILE_MODULE}.py").write_text(_PROFILE)
     return dest
 
 
@@ -162,7 +173,8 @@ def run_suite(root: Path, *, seed: int, workers: int, claims: Sequence[str] = ()
     """``pytest -p laya_qual --laya-qualify`` on the copy at ``root``."""
     cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", "-p", "no:cacheprovider",
            f"--rootdir={root}", f"--hypothesis-seed={seed}", "-n", str(workers), "-q", "-rfE",
-           "--no-header", "-p", "no:randomly", *(["-x"] if exitfirst else []),
+           "--no-header", "-p", "no:randomly", "-p", _PROFILE_MODULE, "--hypothesis-profile=laya-mutate",
+           *(["-x"] if exitfirst else []),
            *([f"--laya-claims={','.join(claims)}"] if claims else []), *extra]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=root, env=child_env(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
