@@ -192,9 +192,11 @@ def _signing_key(key: Path | None) -> Path:
               help=f"Ed25519 private key (default: ${KEY_ENV}, else the dev key {DEV_KEY})")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="bundle path, overwritten (default: reports/qualification-<UTC time>.intoto.jsonl)")
+@click.option("--kill-rate", type=click.Path(dir_okay=False, path_type=Path),
+              help="a `laya-qual mutate` results file measured on this code, carried as suite.killRate")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | None,
-        out: Path | None, pytest_args: tuple[str, ...]) -> None:
+        out: Path | None, kill_rate: Path | None, pytest_args: tuple[str, ...]) -> None:
     """Run the qualification suite, sign the report, verify it, and summarize it.
 
     Extra arguments after `--` go to pytest. A Hypothesis seed is chosen and recorded
@@ -210,6 +212,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
     cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", suite, "-n", str(workers),
            "--laya-report", str(out), "--laya-signing-key", str(key)]
     cmd += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
+    cmd += ["--laya-kill-rate", str(kill_rate)] if kill_rate else []
     if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
         cmd.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
     out.unlink(missing_ok=True)  # never verify and show a stale bundle from an earlier run
@@ -222,3 +225,27 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
     click.echo(f"\nbundle: {out}\nverify: laya-qual verify {out} --public-key {public}")
     if rc != 0 or v.laya["predicate"]["result"] == "FAILED":
         sys.exit(rc or 1)
+
+
+@main.command()
+@click.option("--seeds", default=1, show_default=True, help="run every defect and the baseline under K Hypothesis seeds")
+@click.option("--hypothesis-seed", type=int, help="first seed (default: random, recorded); seeds are N, N+1, ...")
+@click.option("--workers", "-n", default=2, show_default=True, help="most xdist workers a run may use")
+@click.option("--jobs", default=1, show_default=True, help="defects run at the same time")
+@click.option("--confirm/--no-confirm", default=True, show_default=True,
+              help="run the whole suite on a defect its claims' tests missed before calling it survived")
+@click.option("--timeout", type=float, help="seconds per pytest run (default: from the baseline timings)")
+@click.option("--only", multiple=True, metavar="ID", help="run only these defect ids (repeatable)")
+@click.option("--claims", metavar="PATTERN[,...]",
+              help="limit every run to these claims' tests (a quick, partial figure)")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="results JSON (default: reports/mutation-<UTC time>.json)")
+@click.option("--require-rate", type=float, metavar="R", help="exit 1 if the kill rate is below R (0..1)")
+def mutate(**options) -> None:
+    """Run the suite against every seeded defect of the catalogue; print the kill rate."""
+    from laya_qual.mutation import MutationError, main as run_mutation
+
+    try:
+        sys.exit(run_mutation(**options))
+    except MutationError as e:
+        raise click.ClickException(str(e)) from None

@@ -45,6 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--laya-qualify", action="store_true", default=False,
                     help="collect the installed qualification suite (laya_qual.suite) "
                          "instead of the current project's tests")
+    group.addoption("--laya-claims", default=None, metavar="PATTERN[,...]",
+                    help="run only tests of these claims: an id, an area or id prefix (`cache`), or a glob")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -115,3 +117,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.user_properties.append((CLAIM_PROPERTY, ids))
     if problems:
         raise pytest.UsageError("laya_qual claim rules broken:\n  " + "\n  ".join(problems))
+    if config.getoption("laya_claims", None):
+        _select_claims(config, items)
+
+
+def _select_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--laya-claims`: keep the tests of the named claims, deselect the rest."""
+    from laya_qual.mutation import matches
+
+    patterns = [p.strip() for p in config.getoption("laya_claims").split(",") if p.strip()]
+    keep, dropped = [], []
+    for item in items:
+        (keep if matches(claim_ids(item), patterns) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

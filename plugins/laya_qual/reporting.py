@@ -31,6 +31,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--laya-signing-key", default=os.environ.get(KEY_ENV), metavar="PATH",
         help=f"PEM private key file or securesystemslib signer URI that signs the --laya-report bundle "
              f"(default: ${KEY_ENV})")
+    parser.getgroup("laya_qual").addoption(
+        "--laya-kill-rate", default=None, metavar="FILE",
+        help="fold this `laya-qual mutate` results file into the report as suite.killRate")
 
 
 def _reporting(config: pytest.Config) -> bool:
@@ -150,6 +153,10 @@ class Assembler:
         # The harness as it was when the run started, not as it is when it ends.
         self.harness = {name: source_digest(package_dir(name))[0]
                         for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
+        from laya_qual.mutation import kill_rate
+
+        self.kill_rate = config.getoption("laya_kill_rate", None) and kill_rate(
+            config.getoption("laya_kill_rate"), runtime=self.subjects[0]["digest"][DIR_HASH], harness=self.harness)
         self.environment: dict = {}
         self.summary: dict | None = None
 
@@ -247,6 +254,7 @@ class Assembler:
             "signing": self._signing(),
             "harness": {"version": laya_qual.__version__, DIR_HASH: harness},
             "nominations": [s["name"] for s in self.subjects if s["annotations"]["kind"] == "artifact"],
+            **({"suite": {"killRate": self.kill_rate}} if self.kill_rate else {}),
         }
         run = {k: invocation[k] for k in ("args", "workers", "device", "exitStatus")} | {
             "hypothesisSeed": details["hypothesis"]["seed"]}

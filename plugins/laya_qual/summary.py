@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from laya_qual.claims import Claim
+from laya_qual.mutation import kill_rate_line
 from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
 
 _ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
@@ -89,6 +90,7 @@ def text(laya: dict, path: str, signature: str) -> str:
     if _dev_key(p):
         lines.insert(3, f"  WARNING   {DEV_KEY_NOTE}")
     lines += [f"  subject   {s['name']}  {_digests(s)}" for s in laya["subject"]]
+    lines += kill_rate_line(p)
     lines += ["", f"  {'CLAIM':<{width}}  {'VERDICT':<13}  EVIDENCE"]
     lines += [f"  {c['id']:<{width}}  {c['verdict']:<13}  {evidence_line(c)}" for c in claims]
     if p["benchmarks"]:
@@ -142,7 +144,10 @@ def claims_markdown(catalogue: Mapping[str, Claim]) -> str:
            "Generated from `laya_qual.claims` by `laya-qual claims --markdown`; do not edit by hand.",
            "", "A report lists every claim below with a verdict: `failed` if any test carrying it "
            "failed, `passed` if one passed and none failed, `not evaluated` if none ran (or all were "
-           "skipped or unmeasured). A claim is never passed by default.", ""]
+           "skipped or unmeasured). A claim is never passed by default.", "",
+           "Mutation-tested suite: `laya-qual mutate` runs the suite against every seeded defect of "
+           "`laya_qual.defects` and reports the kill rate per area; `laya-qual run --kill-rate FILE` "
+           "signs it into the report as `suite.killRate` (docs/mutation.md).", ""]
     areas: dict[str, list[Claim]] = {}
     for claim in catalogue.values():
         areas.setdefault(claim.area, []).append(claim)

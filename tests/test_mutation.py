@@ -1,0 +1,137 @@
+"""laya-qual mutate: the defect catalogue stays valid on the current tree, the run
+kills and spares as it reports, and a report carries the figure only for the code
+it was measured on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from laya_qual.claims import CLAIMS
+from laya_qual.defects import DEFECTS
+from laya_qual.mutation import (FORMAT, MutationError, apply_text, catalogue_digest, check_catalogue,
+                                code_digests, kill_rate, matches)
+
+AREAS = {"artifact", "adapter", "request", "heads", "pins", "calibration", "weights", "cache", "gate", "jsonl",
+         "train", "learner", "report"}
+
+
+def top_level_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+
+
+def test_every_defect_applies_exactly_once_to_the_current_tree():
+    check_catalogue()
+    assert len(DEFECTS) >= 40
+    assert AREAS <= {d.area for d in DEFECTS}
+    for d in DEFECTS:
+        assert any(matches([cid], d.claims) for cid in CLAIMS), f"{d.id}: its claims select no catalogued claim"
+
+
+def test_a_defect_that_no_longer_applies_is_named():
+    d = DEFECTS[0]
+    with pytest.raises(MutationError, match=f"defect {d.id}: .* occurs 0 times"):
+        apply_text(d, "")
+    with pytest.raises(MutationError, match=f"defect {d.id}: .* occurs 2 times"):
+        apply_text(d, d.find + d.find)
+    assert apply_text(d, "a" + d.find + "b") == "a" + d.replace + "b"
+
+
+def test_catalogue_digest_names_the_content():
+    changed = (dataclasses.replace(DEFECTS[0], replace=DEFECTS[0].replace + " "), *DEFECTS[1:])
+    assert len(catalogue_digest()) == 64 and catalogue_digest() == catalogue_digest(tuple(DEFECTS))
+    assert catalogue_digest(changed) != catalogue_digest()
+
+
+def test_claim_patterns():
+    assert matches(["cache.copies"], ["cache"]) and matches(["cache.copies"], ["cache.copies"])
+    assert matches(["learner.rejects.labels"], ["learner.rejects"]) and matches(["gate.concurrency"], ["g*"])
+    assert not matches(["cache.copies"], ["cach"]) and not matches(["cache.copies"], ["cache.copies.x"])
+
+
+def _results(tmp_path: Path, **changes) -> Path:
+    result = {"format": FORMAT, "catalogue": {"digest": catalogue_digest(), "defects": 2, "subset": False},
+              "code": code_digests(), "scope": [], "hypothesisSeeds": [7], "complete": True, "confirmWholeSuite": True,
+              "summary": {"killed": 1, "total": 2, "rate": 0.5, "survivors": ["cache.overhead-changed"],
+                          "probabilistic": {}, "timeouts": []}}
+    for key, value in changes.items():
+        result[key] = value
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_kill_rate_is_refused_for_other_code(tmp_path):
+    digests = code_digests()
+    folded = kill_rate(_results(tmp_path), runtime=digests["runtime"], harness=digests["harness"])
+    assert (folded["killed"], folded["total"], folded["catalogueDigest"]) == (1, 2, catalogue_digest())
+    assert folded["survivors"] == ["cache.overhead-changed"]
+    with pytest.raises(pytest.UsageError, match="measured on runtime sha256 0+, .*rerun laya-qual mutate"):
+        kill_rate(_results(tmp_path, code={**digests, "runtime": "0" * 64}), runtime=digests["runtime"],
+                  harness=digests["harness"])
+    with pytest.raises(pytest.UsageError, match="suite/harness"):
+        kill_rate(_results(tmp_path), runtime=digests["runtime"], harness={**digests["harness"], "laya_qual": "x"})
+    for partial in ({"scope": ["cache"]}, {"complete": False}):
+        with pytest.raises(pytest.UsageError, match="partial or unfinished run"):
+            kill_rate(_results(tmp_path, **partial), runtime=digests["runtime"], harness=digests["harness"])
+    (tmp_path / "junk.json").write_text("[]")
+    with pytest.raises(pytest.UsageError, match="not a laya-qual mutate results file"):
+        kill_rate(tmp_path / "junk.json", runtime=digests["runtime"], harness=digests["harness"])
+
+
+MINI = """
+import pytest
+
+@pytest.mark.laya_claim("report.verdicts")
+def test_verdicts():
+    pass
+
+@pytest.mark.laya_claim("cache.copies")
+def test_copies():
+    pass
+"""
+
+
+def test_report_carries_the_kill_rate_and_claims_select(tmp_path):
+    from laya_qual.cli import main
+    from click.testing import CliRunner
+
+    (tmp_path / "test_mini.py").write_text(MINI)
+    assert CliRunner().invoke(main, ["keygen", str(tmp_path / "key")]).exit_code == 0
+    bundle = tmp_path / "r.intoto.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-q", "test_mini.py", "-n", "0",
+                           "--laya-claims", "report", "--laya-report", bundle, "--laya-signing-key",
+                           tmp_path / "key", "--laya-kill-rate", _results(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, env=top_level_env())
+    assert proc.returncode == 0 and "1 passed, 1 deselected" in proc.stdout, proc.stdout + proc.stderr
+    shown = CliRunner().invoke(main, ["show", str(bundle), "--public-key", str(tmp_path / "key.pub")])
+    assert shown.exit_code == 0, shown.output
+    assert f"killrate  1/2 seeded defects killed (catalogue sha256:{catalogue_digest()[:16]})" in shown.output
+    assert "survivors cache.overhead-changed" in shown.output
+
+
+def test_mutate_kills_and_spares_on_a_tiny_selection(tmp_path):
+    """Two defects against request.validation alone, in-process workers (about half a minute)."""
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "mutate",
+                           "--claims", "request.validation", "--only", "request.single-option",
+                           "--only", "cache.overhead-changed", "--hypothesis-seed", "0", "-n", "0",
+                           "--no-confirm", "--output", out, "--require-rate", "0.9"],
+                          capture_output=True, text=True, env=top_level_env(), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # 1 of 2 is below the required rate
+    assert "kill rate 50.0% is below the required 90.0%" in proc.stderr
+    assert "baseline seed 0: green" in proc.stderr
+    result = json.loads(out.read_text())
+    status = {d["id"]: d for d in result["defects"]}
+    assert status["request.single-option"]["status"] == "killed"
+    assert "test_requests.py::" in status["request.single-option"]["firstFailure"]
+    assert status["cache.overhead-changed"]["status"] == "survived"
+    assert result["summary"]["survivors"] == ["cache.overhead-changed"]
+    assert result["code"] == code_digests() and result["scope"] == ["request.validation"]
+    assert "all               1     2   50.0%" in proc.stdout
