@@ -392,7 +392,7 @@ def table(result: dict) -> str:
     for area, t in s["byArea"].items():
         lines.append(f"{area:<12} {t['killed']:>6} {t['total']:>5} {t['rate']:>7.1%}")
     lines.append(f"{'all':<12} {s['killed']:>6} {s['total']:>5} {s['rate']:>7.1%}")
-    lines.append(f"catalogue sha256:{result['catalogue']['digest']}; runtime sha256:{result['code']['runtime']}; "
+    lines.append(f"catalogue sha256:{result['catalogue']['digest']}; runtime dirHash:{result['code']['runtime']}; "
                  f"seeds {result['hypothesisSeeds']}; wall {result['wallSeconds']:.0f}s")
     for r in result["defects"]:
         if r["status"] != "killed":
@@ -417,7 +417,7 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> dict:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise pytest.UsageError(f"--laya-kill-rate {path}: not a laya-qual mutate results file ({e!r})") from None
     if code.get("runtime") != runtime:
-        raise pytest.UsageError(f"--laya-kill-rate {path}: measured on runtime sha256 {code.get('runtime')}, "
+        raise pytest.UsageError(f"--laya-kill-rate {path}: measured on runtime dirHash {code.get('runtime')}, "
                                 f"this run qualifies {runtime}; rerun laya-qual mutate on this code")
     if code.get("harness") != harness:
         raise pytest.UsageError(f"--laya-kill-rate {path}: measured with suite/harness {code.get('harness')}, "

@@ -136,7 +136,7 @@ class Assembler:
     """Collects plain per-test records on the controller and writes the bundle."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from laya_qual.subjects import SubjectError, package_dir, source_digest, subjects
+        from laya_qual.subjects import DIR_HASH, SubjectError, package_dir, source_digest, subjects
 
         self.config = config
         self.records: dict[str, dict] = {}
