@@ -204,9 +204,12 @@ def _select_benchmarks(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = keep
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse unknown claim ids and claim-less qualification tests at collection time,
-    and attach the ids as plain data so xdist workers relay them to the controller."""
+    and attach the ids as plain data so xdist workers relay them to the controller.
+    tryfirst: pytest-benchmark must not see benchmark tests that --laya-benchmarks
+    deselected (it would warn that xdist disables them)."""
     _select_benchmarks(config, items)
     problems = []
     suite_items = False
