@@ -210,13 +210,14 @@ def test_report_equal_under_xdist(pytester, key):
     """One in-process run, versus the suite on two workers plus the benchmarks in a
     serial pass merged into one report (what laya-qual run does)."""
     pytester.makepyfile(XDIST)
-    _, tr0, laya0 = run(pytester, key, "-n", "0", "--hypothesis-seed", "7")
+    # One rootdir for all three runs (path arguments such as the key's would move it), so they name tests alike.
+    same = ("--hypothesis-seed", "7", f"--rootdir={pytester.path}")
+    _, tr0, laya0 = run(pytester, key, "-n", "0", *same)
     evidence = pytester.path / "suite-pass.json"
-    first = pytester.runpytest_subprocess("-p", "laya_qual", "-n", "2", "--hypothesis-seed", "7",
-                                          "--laya-benchmarks", "exclude", "--laya-evidence-out", str(evidence))
+    first = pytester.runpytest_subprocess("-p", "laya_qual", "-n", "2", *same, "--laya-benchmarks", "exclude",
+                                          "--laya-evidence-out", str(evidence))
     first.stdout.fnmatch_lines(["*2 workers*"])
-    _, tr2, laya2 = run(pytester, key, "-n", "0", "--hypothesis-seed", "7", "--laya-benchmarks", "only",
-                        "--laya-evidence-in", str(evidence))
+    _, tr2, laya2 = run(pytester, key, "-n", "0", *same, "--laya-benchmarks", "only", "--laya-evidence-in", str(evidence))
     assert [(p["workers"], p["benchmarks"]) for p in laya2["predicate"]["passes"]] == [(2, "exclude"), (0, "only")]
     assert without_figures(laya0) == without_figures(laya2)
     assert by_id(laya2)[C]["verdict"] == "failed"  # the bench passed, but test_fails (suite pass) also claims C
