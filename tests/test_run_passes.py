@@ -11,6 +11,7 @@ import shlex
 
 import hypothesis.core
 import pytest
+import torch  # noqa: F401  in-process report runs import torch; pytester would unload and re-import it, which torch does not survive
 
 from laya_qual.report import LAYA_TYPE
 
