@@ -79,3 +79,9 @@ def test_passes_with_different_options_do_not_merge(project):
                                           str(evidence), "--laya-report", "r.intoto.jsonl")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*earlier pass ran with different seed*"])
+
+
+def test_report_path_from_the_ini_file(project):
+    project.makeini("[pytest]\nlaya_report = from-ini.intoto.jsonl\n")
+    project.runpytest_inprocess("-p", "laya_qual", "-k", "not_selected").assert_outcomes(passed=1, deselected=1)
+    assert laya_predicate(project.path / "from-ini.intoto.jsonl")["claims"]
