@@ -179,7 +179,7 @@ def test_many(n):
     pass
 
 @pytest.mark.laya_claim("{B}")
-@settings(database=None)
+@settings(database=None, deadline=None)  # no timing: example counts must not depend on machine load
 @given(st.lists(st.integers()))
 def test_property(xs):
     assert sorted(sorted(xs)) == sorted(xs)
