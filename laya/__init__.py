@@ -1,17 +1,50 @@
 """laya: a small runtime serving many calibrated task heads on one verified, frozen,
-shared bidirectional encoder."""
+shared bidirectional encoder.
+
+The public names are imported on first use, so that `import laya` (and `laya --help`,
+and loading the laya_qual pytest plugin) does not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from laya import errors
-from laya.adapters import Adapters, open_adapters
-from laya.base import BaseOptions, VerifiedBase
-from laya.cache import CacheStats
-from laya.config import TaskInfo
-from laya.model import Head, Model, load_artifact, load_artifact_base, load_artifact_with_base
-from laya.request import Prediction, Request
 
 __version__ = "0.1.0"
+
+_HOME = {
+    "Adapters": "laya.adapters", "open_adapters": "laya.adapters",
+    "BaseOptions": "laya.base", "VerifiedBase": "laya.base",
+    "CacheStats": "laya.cache",
+    "TaskInfo": "laya.config",
+    "Head": "laya.model", "Model": "laya.model", "load_artifact": "laya.model",
+    "load_artifact_base": "laya.model", "load_artifact_with_base": "laya.model",
+    "Prediction": "laya.request", "Request": "laya.request",
+}
 
 __all__ = [
     "Adapters", "BaseOptions", "CacheStats", "Head", "Model", "Prediction", "Request", "TaskInfo", "VerifiedBase", "errors",
     "load_artifact", "load_artifact_base", "load_artifact_with_base", "open_adapters",
 ]
+
+if TYPE_CHECKING:
+    from laya.adapters import Adapters, open_adapters
+    from laya.base import BaseOptions, VerifiedBase
+    from laya.cache import CacheStats
+    from laya.config import TaskInfo
+    from laya.model import Head, Model, load_artifact, load_artifact_base, load_artifact_with_base
+    from laya.request import Prediction, Request
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'laya' has no attribute {name!r}")
+    value = getattr(import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

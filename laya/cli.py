@@ -5,18 +5,53 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import import_module
 
 import click
 
 import laya
 from laya.errors import LayaError
-from laya.evolution.cli import evolve
-from laya.importer import base
-from laya.train_cli import train
+
+# Exit status of `laya predict` when some lines failed (their error objects are in the output).
+EXIT_LINES_FAILED = 3
 
 
-@click.group()
-@click.version_option(laya.__version__, prog_name="laya")
+class LazyGroup(click.Group):
+    """Subcommands whose modules import torch are imported when they run, not to list
+    them, so `laya --help` and `laya --version` answer without importing torch.
+    Each lazy entry carries its help text (a test keeps it equal to the command's)."""
+
+    def __init__(self, *args, lazy: dict[str, tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            return getattr(import_module(self.lazy[name][0]), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        listed = {name: click.Command(name, help=self.lazy[name][1]) if name in self.lazy
+                  else click.Group.get_command(self, ctx, name) for name in names}
+        rows = [(name, command.get_short_help_str(limit)) for name, command in listed.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+LAZY_COMMANDS = {
+    "base": ("laya.importer", "Laya bases."),
+    "evolve": ("laya.evolution.cli", "Frozen-feature learner: compare with the distributed kernel, account for storage."),
+    "train": ("laya.train_cli", "Train, calibrate, certify and export one head; print a summary."),
+}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(laya.__version__, "--version", "-V", prog_name="laya")
 def main() -> None:
     """laya: many calibrated task heads on one verified, frozen, shared encoder."""
 
@@ -40,9 +75,15 @@ def _adapter_pairs(values: tuple[str, ...]) -> dict[str, str]:
               help="a head artifact under an explicit id (repeatable)")
 @click.option("--cache-bytes", default=0, show_default=True, type=click.IntRange(min=0),
               help="encoder-state cache budget in bytes (0 = off)")
-def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int) -> None:
+@click.option("--allow-errors", is_flag=True,
+              help=f"exit 0 even when some lines failed (default: exit {EXIT_LINES_FAILED})")
+def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, allow_errors: bool) -> None:
     """Read JSONL requests on stdin ({"adapter", "task", "question", "options", "state"?}),
-    write one JSONL result per input line on stdout, in order."""
+    write one JSONL result per input line on stdout, in order.
+
+    A line that fails gets an error object on its output line and the run goes on; at
+    the end the count of failed lines goes to stderr and the exit status is 3 if any
+    line failed (unless --allow-errors), 1 if the adapters could not be opened."""
     from laya.jsonl import predict_lines
 
     try:
@@ -50,17 +91,24 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int) -> None:
     except LayaError as exc:
         raise click.ClickException(str(exc)) from None
     out = sys.stdout
+    lines = failed = 0
     for result in predict_lines(opened, sys.stdin.buffer):
+        lines += 1
+        failed += "error" in result
         out.write(json.dumps(result, ensure_ascii=False) + "\n")
         out.flush()
     stats = opened.cache_stats()
     click.echo(f"cache: {stats.hits} hits, {stats.misses} misses, {stats.evictions} evictions, "
                f"{stats.entries} entries, {stats.bytes} bytes", err=True)
+    click.echo(f"lines: {lines}, failed: {failed}", err=True)
+    if failed and not allow_errors:
+        sys.exit(EXIT_LINES_FAILED)
 
 
 @main.command()
 @click.argument("artifact_dir", type=click.Path(file_okay=False))
-def info(artifact_dir: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object instead of text")
+def info(artifact_dir: str, as_json: bool) -> None:
     """Verify an artifact and print its head kind, budgets, tasks and pins."""
     from laya.artifact import read_artifact_files
 
@@ -69,6 +117,16 @@ def info(artifact_dir: str) -> None:
         model = laya.Model(files, laya.VerifiedBase(files))  # the bytes just read, not a second read
     except LayaError as exc:
         raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({
+            "artifact": artifact_dir, "head": model.kind, "digest": model.digest,
+            "budgets": {"sequence": model.config.sequence_budget, "options": model.config.option_budget},
+            "tasks": [{"name": t.name, "maxOptions": t.max_options, "temperature": t.temperature,
+                       "actThreshold": t.act_threshold, "escalateThreshold": t.escalate_threshold}
+                      for t in model.tasks.values()],
+            "files": [{"role": role, "path": str(p.path), "sha256": p.sha256} for role, p in files.files.items()],
+        }, indent=2))
+        return
     click.echo(f"artifact {artifact_dir}: head {model.kind}, digest {model.digest}")
     click.echo(f"  budgets: {model.config.sequence_budget} tokens, {model.config.option_budget} options")
     for task in model.tasks.values():
@@ -76,11 +134,6 @@ def info(artifact_dir: str) -> None:
                    f"act>={task.act_threshold:g}, escalate if runner-up>={task.escalate_threshold:g}")
     for role, pinned in files.files.items():
         click.echo(f"  {role:16s} {pinned.sha256}  {pinned.path}")
-
-
-main.add_command(base)
-main.add_command(evolve)
-main.add_command(train)
 
 if __name__ == "__main__":
     main()

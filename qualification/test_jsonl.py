@@ -36,7 +36,8 @@ def test_jsonl_selectors_end_to_end(artifact_factory, load_model):
     run = subprocess.run(
         [sys.executable, "-m", "laya.cli", "predict", "--base", str(first), "--adapter", f"one={first}",
          "--adapter", f"two={second}", "--cache-bytes", "1000000"],
-        input=b"\n".join(lines) + b"\n", capture_output=True, timeout=120, check=True)
+        input=b"\n".join(lines) + b"\n", capture_output=True, timeout=600)  # a hang guard, loose enough for loaded CI
+    assert run.returncode == 3, run.stderr.decode()  # some lines failed: a script must be able to tell
     out = [json.loads(line) for line in run.stdout.decode().splitlines()]
     assert [o["line"] for o in out] == list(range(1, len(lines) + 1))
     expected_errors = {2: None, 3: "adapter_id", 4: None, 5: "adapter", 6: "options", 7: "sequence", 8: None}
@@ -50,3 +51,4 @@ def test_jsonl_selectors_end_to_end(artifact_factory, load_model):
         direct = shared.predict(adapter, good)
         assert torch.equal(torch.tensor(prediction["probabilities"]), torch.tensor(direct.probabilities))
     assert "cache: 2 hits, 1 misses" in run.stderr.decode()
+    assert "lines: 10, failed: 7" in run.stderr.decode()

@@ -193,7 +193,7 @@ def test_many(n):
     pass
 
 @pytest.mark.laya_claim("{B}")
-@settings(database=None)
+@settings(database=None, deadline=None)  # no timing: example counts must not depend on machine load
 @given(st.lists(st.integers()))
 def test_property(xs):
     assert sorted(sorted(xs)) == sorted(xs)
@@ -205,17 +205,38 @@ def test_fails():
 @pytest.mark.laya_claim("{D}")
 def test_skips():
     pytest.skip("x")
+
+@pytest.mark.laya_claim("report.interop")
+def test_bench(benchmark):
+    benchmark.pedantic(sorted, args=([3, 1, 2],), rounds=3)
 """
+
+
+def without_figures(laya: dict) -> list[dict]:
+    """Claims with benchmark figures reduced to whether they were measured: figures
+    differ from run to run, nothing else may."""
+    return [{**c, "evidence": [{**e, "benchmark": e["benchmark"]["measured"]} if "benchmark" in e else e
+                               for e in c["evidence"]]} for c in laya["predicate"]["claims"]]
 
 
 @pytest.mark.laya_claim("report.xdist-equal")
 def test_report_equal_under_xdist(pytester, key):
+    """One in-process run, versus the suite on two workers plus the benchmarks in a
+    serial pass merged into one report (what laya-qual run does)."""
     pytester.makepyfile(XDIST)
-    _, tr0, laya0 = run(pytester, key, "-n", "0", "--hypothesis-seed", "7")
-    result, tr2, laya2 = run(pytester, key, "-n", "2", "--hypothesis-seed", "7", subprocess=True)
-    result.stdout.fnmatch_lines(["*2 workers*"])
-    assert laya2["predicate"]["invocation"]["workers"] == 2
-    assert laya0["predicate"]["claims"] == laya2["predicate"]["claims"]
+    # One rootdir for all three runs (path arguments such as the key's would move it), so they name tests alike.
+    same = ("--hypothesis-seed", "7", f"--rootdir={pytester.path}")
+    _, tr0, laya0 = run(pytester, key, "-n", "0", *same)
+    evidence = pytester.path / "suite-pass.json"
+    first = pytester.runpytest_subprocess("-p", "laya_qual", "-n", "2", *same, "--laya-benchmarks", "exclude",
+                                          "--laya-evidence-out", str(evidence))
+    first.stdout.fnmatch_lines(["*2 workers*"])
+    _, tr2, laya2 = run(pytester, key, "-n", "0", *same, "--laya-benchmarks", "only", "--laya-evidence-in", str(evidence))
+    assert [(p["workers"], p["benchmarks"]) for p in laya2["predicate"]["passes"]] == [(2, "exclude"), (0, "only")]
+    assert without_figures(laya0) == without_figures(laya2)
+    assert by_id(laya2)[C]["verdict"] == "failed"  # the bench passed, but test_fails (suite pass) also claims C
+    [bench] = [e for e in by_id(laya2)[C]["evidence"] if "benchmark" in e]
+    assert bench["outcome"] == "passed" and bench["benchmark"]["measured"]
     assert by_id(laya2)[B]["evidence"][0]["hypothesis"]["examples"] > 0
     for key_ in ("result", "passedTests", "warnedTests", "failedTests"):
         assert tr0["predicate"][key_] == tr2["predicate"][key_]

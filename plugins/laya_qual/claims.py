@@ -152,7 +152,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("jsonl.selectors",
           "`laya predict` JSONL: each line names its adapter; a bad line (bad JSON, non-UTF-8, "
           "unknown adapter, bad fields, over budget) yields an error object with its line number; "
-          "output order is input order; no line is lost."),
+          "output order is input order; no line is lost; the command exits 3 when any line "
+          "failed and prints the count on stderr."),
     # --- bench: benchmark claims (measured, never asserted) --------------------------
     Claim("bench.cache.hit-vs-miss",
           "Adapters.predict with a warm cache and with a cold one return equal predictions; "
@@ -316,7 +317,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "FAILED if any claim failed, WARNED if any was not evaluated, PASSED otherwise."),
     Claim("report.xdist-equal",
           "The report's claims, verdicts, test node ids and outcomes are identical whether the "
-          "suite ran in-process (-n 0) or on xdist workers (-n 2)."),
+          "suite ran in-process (-n 0) or on xdist workers (-n 2) with the benchmarks measured in "
+          "a serial pass merged into the same report (as laya-qual run does); benchmark figures "
+          "may differ, their verdicts may not."),
     Claim("report.signature",
           "Every laya-qual line of a bundle is a DSSE envelope whose signature over the DSSE PAE "
           "verifies with the signer's public key (plain or encrypted PEM, or a securesystemslib "

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from laya_qual import __version__
 from laya_qual.signing import KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key
 from laya_qual.verify import VerifyError, read_statements, verify_bundle
 
@@ -25,7 +26,8 @@ EXIT_REJECTED = 3
 RESULTS = ("PASSED", "WARNED", "FAILED")
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="laya-qual")
 def main() -> None:
     """laya-qual: qualification runs and their signed reports."""
 
@@ -157,12 +159,20 @@ def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | N
 
 @main.command()
 @click.option("--markdown", is_flag=True, help="the docs/claims.md page")
-def claims(markdown: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="a JSON list of {id, area, statement}")
+def claims(markdown: bool, as_json: bool) -> None:
     """Print the claims catalogue."""
+    import json
+
     from laya_qual.claims import CLAIMS
     from laya_qual.summary import claims_markdown
 
-    if markdown:
+    if markdown and as_json:
+        raise click.UsageError("--markdown and --json exclude each other")
+    if as_json:
+        click.echo(json.dumps([{"id": c.id, "area": c.area, "statement": c.statement} for c in CLAIMS.values()],
+                              indent=2))
+    elif markdown:
         click.echo(claims_markdown(CLAIMS), nl=False)
     else:
         width = max(map(len, CLAIMS))
@@ -184,8 +194,22 @@ def _signing_key(key: Path | None) -> Path:
     return dev
 
 
+# `laya-qual run` exit codes, one per outcome (README and `run --help` list them).
+EXIT_PASSED, EXIT_FAILED, EXIT_WARNED, EXIT_NO_REPORT = 0, 1, 3, 4
+RESULT_EXIT = {"PASSED": EXIT_PASSED, "FAILED": EXIT_FAILED, "WARNED": EXIT_WARNED}
+# pytest exit statuses after which a pass's report is complete: tests ran (some may have
+# failed), or the selection left nothing for this pass (e.g. no benchmarks selected).
+PYTEST_COMPLETE = (0, 1, 5)
+
+
+class NoReport(click.ClickException):
+    """The harness did not produce a complete, verified report."""
+
+    exit_code = EXIT_NO_REPORT
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.option("--workers", "-n", default=2, show_default=True, help="xdist workers (0: in-process)")
+@click.option("--workers", "-n", default=2, show_default=True, help="xdist workers for the suite pass (0: in-process)")
 @click.option("--artifact", "artifacts", multiple=True, metavar="DIR", help="qualify this artifact too")
 @click.option("--base", metavar="DIR", help="shared base for the --artifact heads")
 @click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
@@ -199,32 +223,50 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
         out: Path | None, kill_rate: Path | None, pytest_args: tuple[str, ...]) -> None:
     """Run the qualification suite, sign the report, verify it, and summarize it.
 
-    Extra arguments after `--` go to pytest. A Hypothesis seed is chosen and recorded
-    unless you pass --hypothesis-seed, so every report says how to reproduce it."""
+    Two passes make one report: the suite on WORKERS xdist workers with the benchmark
+    tests deselected, then the benchmark tests in-process (pytest-benchmark measures
+    nothing under xdist); the second pass merges the first one's evidence and signs.
+    Both use the same Hypothesis seed, chosen here unless you pass --hypothesis-seed.
+    Extra arguments after `--` go to both pytest passes.
+
+    \b
+    Exit status: 0 PASSED, 1 FAILED (a claim failed), 3 WARNED (a claim was not
+    evaluated), 4 no complete verified report (a pass crashed, was interrupted or
+    refused its options), 2 bad command line."""
+    import tempfile
+
     from laya_qual import summary
-    from laya_qual.subjects import package_dir
 
     key = _signing_key(key)
     public = key.with_name(key.name + ".pub")
     out = out or Path("reports") / f"qualification-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.intoto.jsonl"
-    # The suite path is explicit because xdist workers re-parse only the invocation's args.
-    suite = str(package_dir("laya_qual.suite"))
-    cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", suite, "-n", str(workers),
-           "--laya-report", str(out), "--laya-signing-key", str(key)]
-    cmd += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
-    cmd += ["--laya-kill-rate", str(kill_rate)] if kill_rate else []
+    common = ["-p", "laya_qual", "--laya-qualify"]
+    common += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
     if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
-        cmd.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
+        common.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
     out.unlink(missing_ok=True)  # never verify and show a stale bundle from an earlier run
-    rc = subprocess.call([*cmd, *pytest_args])
-    if not out.exists():
-        raise click.ClickException(f"pytest exited with {rc} and wrote no report at {out}")
-    v = _verify(out, public, artifacts + ((base,) if base else ()))
+    with tempfile.TemporaryDirectory(prefix="laya-qual-") as scratch:
+        evidence = str(Path(scratch) / "suite-pass.json")
+        suite_pass = [*common, "-n", str(workers), "--laya-benchmarks", "exclude", "--laya-evidence-out", evidence]
+        bench_pass = [*common, "-n", "0", "--laya-benchmarks", "only", "--laya-evidence-in", evidence,
+                      "--laya-report", str(out), "--laya-signing-key", str(key)]
+        bench_pass += ["--laya-kill-rate", str(kill_rate)] if kill_rate else []
+        rc = subprocess.call([sys.executable, "-m", "pytest", *suite_pass, *pytest_args])
+        if rc not in PYTEST_COMPLETE or not Path(evidence).exists():
+            raise NoReport(f"the suite pass ended with pytest exit status {rc}; no report written")
+        click.secho("\nlaya-qual run: benchmark pass (in-process, merges the suite pass)", bold=True)
+        rc = subprocess.call([sys.executable, "-m", "pytest", *bench_pass, *pytest_args])
+    if rc not in PYTEST_COMPLETE or not out.exists():
+        raise NoReport(f"the benchmark pass ended with pytest exit status {rc}"
+                       + ("" if out.exists() else f" and wrote no report at {out}"))
+    try:
+        v = verify_bundle(out, load_public_key(public), list(artifacts) + ([base] if base else []))
+    except (SigningError, VerifyError) as e:
+        raise NoReport(f"verification failed: {e}") from None
     click.echo("")
     click.echo(summary.text(v.laya, str(out), f"verified with {public} (keyid {v.keyid[:16]})"), nl=False)
     click.echo(f"\nbundle: {out}\nverify: laya-qual verify {out} --public-key {public}")
-    if rc != 0 or v.laya["predicate"]["result"] == "FAILED":
-        sys.exit(rc or 1)
+    sys.exit(RESULT_EXIT[v.laya["predicate"]["result"]])
 
 
 @main.command()

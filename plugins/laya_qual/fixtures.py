@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-import laya
+if TYPE_CHECKING:
+    import laya  # imported where used: loading the plugin must not import torch
 
 SYNTHETIC_KINDS = ("float32", "int8", "transformer")
 SYNTHETIC_BASE_SEED = 1
@@ -45,6 +46,8 @@ class ModelCache:
     def __call__(self, directory: Path) -> laya.Model:
         directory = Path(directory)
         if directory not in self._models:
+            import laya
+
             self._models[directory] = laya.load_artifact(directory)
         return self._models[directory]
 

@@ -4,6 +4,12 @@ the controller alone turns the reports it receives into the signed bundle.
 Nothing but test reports crosses the xdist boundary (claim ids, Hypothesis example
 counts and benchmark figures travel in ``user_properties``), so a run with ``-n 0``
 and one with ``-n 2`` build the same claims from the same data.
+
+A report can be assembled from two passes: benchmarks cannot be measured under xdist,
+so ``laya-qual run`` runs the suite on workers with ``--laya-benchmarks exclude
+--laya-evidence-out FILE`` (plain records, nothing signed), then the benchmarks
+in-process with ``--laya-benchmarks only --laya-evidence-in FILE --laya-report PATH``,
+whose controller merges both passes' records and signs one bundle.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from laya_qual.plugin import CLAIM_PROPERTY
 from laya_qual.report import VERDICTS
 from laya_qual.signing import KEY_ENV, SigningError, load_signer
 
+EVIDENCE_FORMAT = "laya-qual-evidence/v1"
 HYPOTHESIS_PROPERTY = "laya_hypothesis"
 BENCHMARK_PROPERTY = "laya_benchmark"
 _HYPOTHESIS_STATS = pytest.StashKey[dict]()
@@ -31,13 +38,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--laya-signing-key", default=os.environ.get(KEY_ENV), metavar="PATH",
         help=f"PEM private key file or securesystemslib signer URI that signs the --laya-report bundle "
              f"(default: ${KEY_ENV})")
-    parser.getgroup("laya_qual").addoption(
+    group = parser.getgroup("laya_qual")
+    group.addoption(
         "--laya-kill-rate", default=None, metavar="FILE",
         help="fold this `laya-qual mutate` results file into the report as suite.killRate")
+    group.addoption("--laya-evidence-out", default=None, metavar="PATH",
+                    help="write this pass's plain evidence (JSON, unsigned) for a later --laya-evidence-in")
+    group.addoption("--laya-evidence-in", default=None, metavar="PATH",
+                    help="merge an earlier pass's evidence into this run's --laya-report")
 
 
 def _reporting(config: pytest.Config) -> bool:
-    return bool(config.getoption("laya_report", None))
+    return bool(config.getoption("laya_report", None) or config.getoption("laya_evidence_out", None))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -120,6 +132,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 # --- controller side -------------------------------------------------------------
 
+def _worse(a: str | None, b: str | None) -> str | None:
+    return a if _PRECEDENCE.index(a) >= _PRECEDENCE.index(b) else b
+
+
 def _phase_outcome(report: pytest.TestReport) -> str | None:
     if report.failed:
         return "failed" if report.when == "call" else "error"
@@ -142,9 +158,12 @@ class Assembler:
         self.records: dict[str, dict] = {}
         self.collection_errors: list[str] = []
         self.started = _now()
-        self.path = Path(config.getoption("laya_report"))
+        report = config.getoption("laya_report")
+        self.path = Path(report) if report else None
+        self.evidence_out = config.getoption("laya_evidence_out")
+        self.earlier = self._read_evidence(config.getoption("laya_evidence_in"))
         self.key = None
-        key_path = config.getoption("laya_signing_key")
+        key_path = config.getoption("laya_signing_key") if self.path else None
         try:
             self.key = load_signer(key_path) if key_path else None
             self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
@@ -160,6 +179,33 @@ class Assembler:
         self.environment: dict = {}
         self.summary: dict | None = None
 
+    def _run_facts(self) -> dict:
+        """What two passes must agree on to make one report."""
+        from laya_qual.plugin import suite_profile
+
+        c = self.config
+        return {"seed": c.getoption("hypothesis_seed", None), "profile": suite_profile(c),
+                "artifacts": [str(a) for a in c.getoption("laya_artifact")], "base": c.getoption("laya_base"),
+                "device": c.getoption("laya_device")}
+
+    def _read_evidence(self, path: str | None) -> dict | None:
+        if not path:
+            return None
+        if not self.path:
+            raise pytest.UsageError("--laya-evidence-in needs --laya-report: the merged report goes there")
+        try:
+            earlier = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise pytest.UsageError(f"--laya-evidence-in {path}: cannot read it ({e})") from None
+        if not isinstance(earlier, dict) or earlier.get("format") != EVIDENCE_FORMAT:
+            raise pytest.UsageError(f"--laya-evidence-in {path}: not a {EVIDENCE_FORMAT} file")
+        mine = self._run_facts()
+        differ = [k for k in mine if earlier.get("run", {}).get(k) != mine[k]]
+        if differ:
+            raise pytest.UsageError(f"--laya-evidence-in {path}: the earlier pass ran with different "
+                                    f"{', '.join(differ)}; both passes need the same options")
+        return earlier
+
     def pytest_sessionstart(self) -> None:
         """After every plugin's configure (thread settings included), before any test."""
         from laya_qual import environment
@@ -168,6 +214,8 @@ class Assembler:
         self.environment = environment.collect(self.config.getoption("laya_device"), package_dir("laya"))
 
     def pytest_report_header(self) -> str:
+        if self.path is None:
+            return f"laya_qual evidence: {self.evidence_out} (unsigned partial, for --laya-evidence-in)"
         if self.key is None:
             return (f"laya_qual report: {self.path} -- UNSIGNED (no --laya-signing-key or ${KEY_ENV}); "
                     "it will not verify")
@@ -184,16 +232,23 @@ class Assembler:
         record = self.records.setdefault(
             report.nodeid, {"test": self._test_id(report.nodeid, report.location[0]),
                             "claims": list(props[CLAIM_PROPERTY]), "outcome": None})
-        outcome = _phase_outcome(report)
-        if _PRECEDENCE.index(outcome) > _PRECEDENCE.index(record["outcome"]):
-            record["outcome"] = outcome
+        record["outcome"] = _worse(_phase_outcome(report), record["outcome"])
         for key, name in ((HYPOTHESIS_PROPERTY, "hypothesis"), (BENCHMARK_PROPERTY, "benchmark")):
             if key in props:
                 record[name] = props[key]
 
+    def _merged(self) -> dict[str, dict]:
+        """This pass's records plus an earlier pass's; a test in both keeps its worse outcome."""
+        merged = {r["test"]: dict(r) for r in (self.earlier or {}).get("records", [])}
+        for test, record in self.records.items():
+            if test in merged:
+                record = {**merged[test], **record, "outcome": _worse(merged[test]["outcome"], record["outcome"])}
+            merged[test] = dict(record)
+        return merged
+
     def _records(self) -> list[dict]:
         out = []
-        for record in self.records.values():
+        for record in self._merged().values():
             record = dict(record)
             if record["outcome"] == "passed" and record.get("benchmark", {}).get("measured") is False:
                 record["outcome"] = "unmeasured"
@@ -226,26 +281,32 @@ class Assembler:
         from laya_qual.report import canonical
         from laya_qual.subjects import DIR_HASH, package_dir
 
+        from laya_qual.plugin import suite_profile
+        from laya_qual.rerun import reproduce_command
+
         config, harness = self.config, self.harness
         seed = config.getoption("hypothesis_seed", None)
-        profile = settings.get_current_profile_name()
+        profile = suite_profile(config)
+        suite_settings = settings.get_profile(profile)
+        errors = {self._test_id(n, n.partition("::")[0]) for n in self.collection_errors}
         invocation = {"args": portable_args(list(config.invocation_params.args), config.invocation_params.dir,
                                             package_dir("laya_qual.suite")),
                       "workers": config.getoption("numprocesses", None),
                       "device": config.getoption("laya_device"), "exitStatus": int(exitstatus),
-                      "collectionErrors": sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors),
+                      "collectionErrors": sorted(errors | {*(self.earlier or {}).get("collectionErrors", [])}),
                       "startedOn": self.started, "finishedOn": _now()}
         url = ci_url(os.environ)
         if url:
             invocation["url"] = url
-        suite = " --laya-qualify" if config.getoption("laya_qualify", False) else ""
+        reproduce = reproduce_command(config, seed)
+        if self.earlier:
+            reproduce = f"{self.earlier['reproduce']} && {reproduce}"
         records = sorted(self._records(), key=lambda r: r["test"])
         details = {
             "hypothesis": {
                 "profile": profile, "seed": None if seed is None else str(seed),
-                "derandomize": settings.default.derandomize, "maxExamples": settings.default.max_examples,
-                "reproduce": (f"pytest -p laya_qual{suite} --hypothesis-profile {profile} --hypothesis-seed {seed}"
-                              if seed is not None else "random seed: rerun with --hypothesis-seed N to fix one"),
+                "derandomize": suite_settings.derandomize, "maxExamples": suite_settings.max_examples,
+                "reproduce": reproduce,
             },
             "benchmarks": [{"test": r["test"], **r["benchmark"]} for r in records
                            if r.get("benchmark", {}).get("measured")],
@@ -274,8 +335,22 @@ class Assembler:
         from laya_qual.claims import CLAIMS
         from laya_qual.report import build_claims, build_statements
 
+        from laya_qual.rerun import reproduce_command
+
+        this_pass = {"workers": self.config.getoption("numprocesses", None),
+                     "benchmarks": self.config.getoption("laya_benchmarks"), "exitStatus": int(exitstatus),
+                     "tests": len(self.records)}
+        if self.evidence_out:
+            Path(self.evidence_out).write_text(json.dumps({
+                "format": EVIDENCE_FORMAT, "run": self._run_facts(), "pass": this_pass,
+                "reproduce": reproduce_command(self.config, self.config.getoption("hypothesis_seed", None)),
+                "collectionErrors": sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors),
+                "records": sorted(self.records.values(), key=lambda r: r["test"])}, indent=1) + "\n")
+        if self.path is None:
+            return
         claims = build_claims(CLAIMS, self._records())
         details, configuration = self._details(exitstatus)
+        details["passes"] = [*([self.earlier["pass"]] if self.earlier else []), this_pass]
         statements = build_statements(self.subjects, claims, details, configuration)
         write_bundle(self.path, statements, self.key)
         laya = json.loads(statements[1])["predicate"]

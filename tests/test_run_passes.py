@@ -1,0 +1,87 @@
+"""Every report records the Hypothesis seed it ran with, and its reproduce command
+replays the same examples with the same selection; the evidence of two passes merges
+only when they ran with the same options."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+
+import hypothesis.core
+import pytest
+import torch  # noqa: F401  in-process report runs import torch; pytester would unload and re-import it, which torch does not survive
+
+from laya_qual.report import LAYA_TYPE
+
+pytest_plugins = ("pytester",)
+
+PROPERTY = """
+import json
+import pytest
+from hypothesis import given, settings, strategies as st
+
+@pytest.mark.laya_claim("report.verdicts")
+@settings(database=None, max_examples=15)
+@given(st.lists(st.integers(), max_size=5))
+def test_property(xs):
+    with open("seen.jsonl", "a") as f:
+        f.write(json.dumps(xs) + "\\n")
+
+@pytest.mark.laya_claim("report.signature")
+def test_not_selected():
+    pass
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """In-process runs (no torch import per run): not xdist workers, and the global
+    seed Hypothesis' plugin sets is put back afterwards."""
+    for var in [v for v in os.environ if v.startswith("PYTEST_XDIST_")] + ["LAYA_QUAL_SIGNING_KEY"]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(hypothesis.core, "global_force_seed", hypothesis.core.global_force_seed)
+    pytester.makepyfile(test_prop=PROPERTY)
+    return pytester
+
+
+def laya_predicate(bundle) -> dict:
+    for line in bundle.read_text().splitlines():
+        statement = json.loads(base64.b64decode(json.loads(line)["payload"]))
+        if statement["predicateType"] == LAYA_TYPE:
+            return statement["predicate"]
+    raise AssertionError("no laya-qual statement")
+
+
+def test_seed_is_chosen_recorded_and_the_reproduce_command_replays_the_run(project):
+    bundle = project.path / "r.intoto.jsonl"
+    project.runpytest_inprocess("-p", "laya_qual", "-k", "property", "--laya-report", str(bundle)).assert_outcomes(
+        passed=1, deselected=1)
+    predicate = laya_predicate(bundle)
+    seed = predicate["hypothesis"]["seed"]
+    assert seed.isdigit()
+    [evidence] = [e for c in predicate["claims"] for e in c["evidence"]]
+    assert evidence["hypothesis"]["seed"] == seed
+    command = shlex.split(predicate["hypothesis"]["reproduce"])
+    assert command[:3] == ["python", "-m", "pytest"]
+    assert "--laya-report" not in command and f"--hypothesis-seed {seed}" in predicate["hypothesis"]["reproduce"]
+    first = (project.path / "seen.jsonl").read_text()
+    (project.path / "seen.jsonl").unlink()
+    project.runpytest_inprocess(*command[3:]).assert_outcomes(passed=1, deselected=1)  # -k kept
+    assert (project.path / "seen.jsonl").read_text() == first
+
+
+def test_passes_with_different_options_do_not_merge(project):
+    evidence = project.path / "first.json"
+    project.runpytest_inprocess("-p", "laya_qual", "--hypothesis-seed", "1", "--laya-evidence-out", str(evidence))
+    result = project.runpytest_inprocess("-p", "laya_qual", "--hypothesis-seed", "2", "--laya-evidence-in",
+                                          str(evidence), "--laya-report", "r.intoto.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*earlier pass ran with different seed*"])
+
+
+def test_report_path_from_the_ini_file(project):
+    project.makeini("[pytest]\nlaya_report = from-ini.intoto.jsonl\n")
+    project.runpytest_inprocess("-p", "laya_qual", "-k", "not_selected").assert_outcomes(passed=1, deselected=1)
+    assert laya_predicate(project.path / "from-ini.intoto.jsonl")["claims"]
