@@ -58,8 +58,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--laya-benchmarks", default="include", choices=("include", "exclude", "only"),
                     help="deselect the benchmark tests (exclude) or everything else (only); "
                          "laya-qual run uses this to measure benchmarks in a serial pass")
-    group.addoption("--laya-claims", default=None, metavar="PATTERN[,...]",
-                    help="run only tests of these claims: an id, an area or id prefix (`cache`), or a glob")
     parser.addini("laya_artifacts", "default for --laya-artifact (paths relative to the ini file)", type="paths")
     parser.addini("laya_base", "default for --laya-base (relative to the ini file)", type="paths")
     parser.addini("laya_report", "default for --laya-report (relative to the ini file)", type="paths")
