@@ -72,7 +72,7 @@ def test_kill_rate_is_refused_for_other_code(tmp_path):
     folded = kill_rate(_results(tmp_path), runtime=digests["runtime"], harness=digests["harness"])
     assert (folded["killed"], folded["total"], folded["catalogueDigest"]) == (1, 2, catalogue_digest())
     assert folded["survivors"] == ["cache.overhead-changed"]
-    with pytest.raises(pytest.UsageError, match="measured on runtime sha256 0+, .*rerun laya-qual mutate"):
+    with pytest.raises(pytest.UsageError, match="measured on runtime dirHash 0+, .*rerun laya-qual mutate"):
         kill_rate(_results(tmp_path, code={**digests, "runtime": "0" * 64}), runtime=digests["runtime"],
                   harness=digests["harness"])
     with pytest.raises(pytest.UsageError, match="suite/harness"):
