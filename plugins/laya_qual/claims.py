@@ -89,9 +89,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "Text that tokenizes to any reserved id (CLS, SEP, PAD, STATE, a marker), in the question, "
           "any option or the state, is refused with RequestError naming that field."),
     Claim("forward.transformers.bert",
-          "A qualified real base's final encoder states (--laya-base, or the bases of "
-          "--laya-artifact heads) equal transformers.BertModel's, float64 with the base's config "
-          "and tensors, within 1e-5 per layer; not evaluated without transformers or a real base."),
+          "Every qualified base's final encoder states (the bases of the qualified artifacts, "
+          "synthetic or --laya-artifact, and --laya-base) equal transformers.BertModel's, float64 "
+          "with the base's config and tensors, within 1e-5 per layer."),
     # --- shared base, adapters, cache, gate ----------------------------------------
     Claim("shared.parity.float32",
           "A float32 head predicts bitwise the same probabilities (torch.equal) standalone and "
