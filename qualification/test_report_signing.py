@@ -23,7 +23,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 from laya_qual.claims import CLAIMS
 from laya_qual.report import LAYA_TYPE, PAYLOAD_TYPE, TEST_RESULT_TYPE, build_claims, build_statements, canonical
 from laya_qual.signing import (PASSWORD_ENV, PUBLIC_KEY_ENV, SigningError, keygen, load_public_key, load_signer,
-                                pae, write_bundle)
+                                pae, public_key_path, write_bundle)
 from laya_qual.subjects import artifact_subject
 from laya_qual.verify import VerifyError, verify_bundle, verify_bytes
 
@@ -98,7 +98,11 @@ def test_signer_uri_signs_through_securesystemslib(tmp_path, monkeypatch):
     monkeypatch.delenv(PUBLIC_KEY_ENV, raising=False)
     with pytest.raises(SigningError, match=PUBLIC_KEY_ENV):
         load_signer(f"file2:{tmp_path / 'k'}")
+    with pytest.raises(SigningError, match=PUBLIC_KEY_ENV):
+        public_key_path(f"file2:{tmp_path / 'k'}")
+    assert public_key_path(str(tmp_path / "k")) == tmp_path / "k.pub"
     monkeypatch.setenv(PUBLIC_KEY_ENV, str(tmp_path / "k.pub"))
+    assert public_key_path(f"file2:{tmp_path / 'k'}") == tmp_path / "k.pub"
     path = tmp_path / "r.intoto.jsonl"
     write_bundle(path, payloads(), load_signer(f"file2:{tmp_path / 'k'}"))
     verify_bundle(path, load_public_key(tmp_path / "k.pub"))

@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 
 from laya_qual import __version__
-from laya_qual.signing import KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key
+from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key,
+                               public_key_path)
 from laya_qual.verify import VerifyError, read_statements, verify_bundle
 
 DEV_KEY = dev_key_path()
@@ -180,18 +181,18 @@ def claims(markdown: bool, as_json: bool) -> None:
             click.echo(f"{claim.id:<{width}}  {claim.statement}")
 
 
-def _signing_key(key: Path | None) -> Path:
+def _signing_key(key: str | None) -> str:
     """--key, else $LAYA_QUAL_SIGNING_KEY, else the per-user development key (created on
     first use outside any project tree; reports signed with it say so)."""
     if key or os.environ.get(KEY_ENV):
-        return Path(key or os.environ[KEY_ENV])
+        return key or os.environ[KEY_ENV]
     dev = dev_key_path()
     if not dev.exists():
         keygen(dev)
         click.secho(f"created development key {dev}", fg="yellow", err=True)
     click.secho(f"SIGNING WITH THE DEVELOPMENT KEY {dev}: fine for local checks, never for a "
                 f"release report (use --key or ${KEY_ENV}); the report records it", fg="yellow", bold=True, err=True)
-    return dev
+    return str(dev)
 
 
 # `laya-qual run` exit codes, one per outcome (README and `run --help` list them).
@@ -212,14 +213,15 @@ class NoReport(click.ClickException):
 @click.option("--workers", "-n", default=2, show_default=True, help="xdist workers for the suite pass (0: in-process)")
 @click.option("--artifact", "artifacts", multiple=True, metavar="DIR", help="qualify this artifact too")
 @click.option("--base", metavar="DIR", help="shared base for the --artifact heads")
-@click.option("--key", type=click.Path(dir_okay=False, path_type=Path),
-              help=f"Ed25519 private key (default: ${KEY_ENV}, else the dev key {DEV_KEY})")
+@click.option("--key", metavar="KEY",
+              help=f"PEM private key file or securesystemslib signer URI (public key then in "
+                   f"$LAYA_QUAL_SIGNING_PUBLIC_KEY); default: ${KEY_ENV}, else the dev key {DEV_KEY}")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="bundle path, overwritten (default: reports/qualification-<UTC time>.intoto.jsonl)")
 @click.option("--kill-rate", type=click.Path(dir_okay=False, path_type=Path),
               help="a `laya-qual mutate` results file measured on this code, carried as suite.killRate")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
-def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | None,
+def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | None,
         out: Path | None, kill_rate: Path | None, pytest_args: tuple[str, ...]) -> None:
     """Run the qualification suite, sign the report, verify it, and summarize it.
 
@@ -238,7 +240,10 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: Path | 
     from laya_qual import summary
 
     key = _signing_key(key)
-    public = key.with_name(key.name + ".pub")
+    try:
+        public = public_key_path(key)
+    except SigningError as e:
+        raise click.ClickException(str(e)) from None
     out = out or Path("reports") / f"qualification-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.intoto.jsonl"
     common = ["-p", "laya_qual", "--laya-qualify"]
     common += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])

@@ -76,6 +76,16 @@ def load_public_key(path: Path) -> SSlibKey:
         raise SigningError(f"{path}: not a usable PEM public key ({e})") from None
 
 
+def public_key_path(spec: str) -> Path:
+    """Where the public half of a key spec lives: $LAYA_QUAL_SIGNING_PUBLIC_KEY for a
+    signer URI, the ``.pub`` file beside a PEM private key otherwise."""
+    if _is_uri(spec):
+        if not os.environ.get(PUBLIC_KEY_ENV):
+            raise SigningError(f"{spec.partition(':')[0]}: a signer URI needs its public key in ${PUBLIC_KEY_ENV}")
+        return Path(os.environ[PUBLIC_KEY_ENV])
+    return Path(spec + ".pub")
+
+
 def load_signer(spec: str | Path) -> Signer:
     """The signer a key spec names: a signer URI (public key from $LAYA_QUAL_SIGNING_PUBLIC_KEY)
     or a PEM private key file (password, if encrypted, from $LAYA_QUAL_SIGNING_KEY_PASSWORD)."""
