@@ -155,4 +155,17 @@ def claims_markdown(catalogue: Mapping[str, Claim]) -> str:
         out += [f"## {area}", "", "| Claim | Statement |", "|---|---|"]
         out += [f"| `{c.id}` | {_cell(c.statement)} |" for c in claims]
         out.append("")
+    out += ["## Shipped but not a claim", "", "| Behaviour | Why it is not a suite claim |", "|---|---|"]
+    out += [f"| {what} | {_cell(why)} |" for what, why in OUT_OF_SCOPE]
+    out.append("")
     return "\n".join(out)
+
+
+# Behaviour the distribution ships that no claim vouches for, and why (tested in tests/).
+OUT_OF_SCOPE = (
+    ("`laya base import`",
+     "A qualification run has no Hugging Face source directory to re-import from. The imported "
+     "base is an artifact like any other: `forward.reference.encoder`, `forward.transformers.bert`, "
+     "the pins and the report's subject digest judge it. The importer's byte-for-byte "
+     "reproducibility and its refusals are tested in tests/real."),
+)
