@@ -51,7 +51,7 @@ from hypothesis import Phase, settings
 
 import laya_qual.plugin  # registers the suite's profiles
 
-settings.register_profile("laya-mutate", settings(settings.get_profile("default"), phases=[
+settings.register_profile("laya-mutate", settings(settings.get_profile(laya_qual.plugin.PROFILE), phases=[
     Phase.explicit, Phase.reuse, Phase.generate, Phase.target]))
 '''
 
@@ -173,7 +173,7 @@ def run_suite(root: Path, *, seed: int, workers: int, claims: Sequence[str] = ()
     """``pytest -p laya_qual --laya-qualify`` on the copy at ``root``."""
     cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", "-p", "no:cacheprovider",
            f"--rootdir={root}", f"--hypothesis-seed={seed}", "-n", str(workers), "-q", "-rfE",
-           "--no-header", "-p", "no:randomly", "-p", _PROFILE_MODULE, "--hypothesis-profile=laya-mutate",
+           "--no-header", "-p", "no:randomly", "-p", _PROFILE_MODULE, "--laya-profile=laya-mutate",
            *(["-x"] if exitfirst else []),
            *([f"--laya-claims={','.join(claims)}"] if claims else []), *extra]
     start = time.monotonic()
