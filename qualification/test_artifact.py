@@ -143,7 +143,7 @@ def test_symlinked_artifact_directory_is_refused(tmp_path, qualified_artifact):
 
 
 @pytest.mark.laya_claim("artifact.unlisted")
-@pytest.mark.parametrize("name", ["extra.bin", "sub/extra.json", "README"])
+@pytest.mark.parametrize("name", ["extra.bin", "sub/extra.json", "README", ".notes", "sub/.hidden"])
 def test_unlisted_file_is_refused(tmp_path, qualified_artifact, name):
     directory = clone_artifact(qualified_artifact, tmp_path / "extra")
     (directory / name).parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from laya import Request
 from laya.errors import BudgetExceeded, RequestError
-from laya_qual.synth import over_budget_requests, requests_for, texts
+from laya_qual.synth import ReferenceModel, over_budget_requests, requests_for, texts
 
 
 @pytest.mark.laya_claim("request.budget")
@@ -34,6 +34,25 @@ def test_predict_succeeds_exactly_within_budget(qualified_model, data):
     else:
         with pytest.raises(BudgetExceeded):
             qualified_model.predict(longer)
+
+
+@pytest.mark.laya_claim("request.budget")
+def test_the_budget_boundary_itself(qualified_artifact, qualified_model):
+    """A request rendering to exactly the sequence budget is served; one token more is
+    refused. Lengths come from the independent reference renderer, not the runtime's."""
+    reference = ReferenceModel(qualified_artifact)
+    budget = qualified_model.config.sequence_budget
+    task, options = sorted(qualified_model.tasks)[0], ("a", "b")
+
+    def length(question: str) -> int:
+        return len(reference.render(question, options).token_ids)
+
+    filler = next(w for w in ("a", "x", "1", "the") if length(f"q {w}") == length("q") + 1)
+    question = " ".join(["q"] + [filler] * (budget - length("q")))
+    assert length(question) == budget
+    assert len(qualified_model.predict(Request(task, question, options)).probabilities) == len(options)
+    with pytest.raises(BudgetExceeded):
+        qualified_model.predict(Request(task, f"{question} {filler}", options))
 
 
 @pytest.mark.laya_claim("request.budget")
