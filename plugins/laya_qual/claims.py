@@ -61,7 +61,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     # --- heads ---------------------------------------------------------------------
     Claim("heads.parity.int8",
           "An int8 head predicts within 0.02 absolute probability of the float32 head it was "
-          "quantized from, with logit SQNR of at least 30 dB."),
+          "quantized from, and its dequantized readout rows keep an SQNR of at least 30 dB against the "
+          "float32 rows (both read from the artifacts' bytes; the expected logit SQNR for isotropic states)."),
     Claim("heads.calibration",
           "Probabilities are softmax(scores / temperature) (float64 reference from head.json's and "
           "head.safetensors' bytes, within 1e-5) and the decision is `act` exactly when the top "
