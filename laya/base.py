@@ -14,6 +14,7 @@ from laya.artifact import BASE_ROLES, ArtifactFiles
 from laya.config import parse_encoder_config, parse_sequence_format, parse_special_tokens
 from laya.encoder import CheckFn, Encoder, encoder_parameter_shapes
 from laya.errors import ArtifactError, RequestError
+from laya.finite import require_finite
 from laya.gate import Gate
 from laya.rendering import Rendered, render, token_types
 from laya.request import Request
@@ -79,7 +80,9 @@ class VerifiedBase:
         """Final float32 encoder states, [len(token_ids), hidden], for one unpadded sequence."""
         ids, types = self._inputs(token_ids)
         with torch.inference_mode():
-            return self._weights.module(ids, types, check)
+            states = self._weights.module(ids, types, check)
+        require_finite(states, "encoder states", f"base {self.source}")
+        return states
 
     def encode_layers(self, token_ids: Sequence[int]) -> list[torch.Tensor]:
         """Instrumented pass: the embedding output and every layer's output, for inspection."""

@@ -60,6 +60,17 @@ class UnknownAdapter(RequestError):
     """``Adapters.predict`` was asked for an adapter id that was never opened."""
 
 
+class NumericError(LayaError):
+    """A forward produced a NaN or an infinity: finite weights can still overflow float32
+    for some inputs. ``stage`` names where (encoder states, scores, probabilities) and
+    ``source`` the artifact or base directory; nothing from that forward is served or cached."""
+
+    def __init__(self, message: str, *, stage: str, source: str):
+        self.stage = stage
+        self.source = source
+        super().__init__(f"{source}: {stage} {message}")
+
+
 class Cancelled(LayaError):
     """The caller's cancel token fired; nothing computed so far was published."""
 

@@ -18,6 +18,7 @@ from laya.base import BaseOptions, VerifiedBase
 from laya.config import HeadConfig, TaskInfo, parse_encoder_config, parse_head_config
 from laya.encoder import CheckFn
 from laya.errors import ArtifactError, BudgetExceeded, Cancelled, PinMismatch, RequestError
+from laya.finite import require_finite
 from laya.heads import HeadModule, calibrated, head_parameter_specs
 from laya.rendering import Rendered
 from laya.request import Prediction, Request
@@ -102,7 +103,9 @@ class Head:
             scores = self._weights.module.scores(states, rendered, task, check)
         if check is not None:
             check()
+        require_finite(scores, "scores", f"head {self.source}")
         probabilities, decision = calibrated(scores, task)
+        require_finite(torch.tensor(probabilities), "probabilities", f"head {self.source}")
         return Prediction(task.name, probabilities, decision, self.digest, adapter_id)
 
 

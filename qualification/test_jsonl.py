@@ -32,6 +32,7 @@ def test_jsonl_selectors_end_to_end(artifact_factory, load_model):
         b"",
         json.dumps({"adapter": "two", **body}).encode(),
         json.dumps({"adapter": "one", **body}).encode(),
+        json.dumps({"adapter": "one", **body}).encode().replace(b'"question": "', b'"question": "\xc3\x28'),
     ]
     run = subprocess.run(
         [sys.executable, "-m", "laya.cli", "predict", "--base", str(first), "--adapter", f"one={first}",
@@ -40,10 +41,13 @@ def test_jsonl_selectors_end_to_end(artifact_factory, load_model):
     assert run.returncode == 3, run.stderr.decode()  # some lines failed: a script must be able to tell
     out = [json.loads(line) for line in run.stdout.decode().splitlines()]
     assert [o["line"] for o in out] == list(range(1, len(lines) + 1))
-    expected_errors = {2: None, 3: "adapter_id", 4: None, 5: "adapter", 6: "options", 7: "sequence", 8: None}
+    expected_errors = {2: None, 3: "adapter_id", 4: None, 5: "adapter", 6: "options", 7: "sequence", 8: None,
+                       11: None}
     for number, field in expected_errors.items():
         assert "error" in out[number - 1], out[number - 1]
         assert out[number - 1]["error"]["field"] == field
+    for number in (2, 11):  # invalid UTF-8 is refused as such, never decoded with replacement characters
+        assert "not valid UTF-8" in out[number - 1]["error"]["message"], out[number - 1]
     shared = laya.open_adapters({"one": first, "two": second}, base=first)
     for number, adapter in ((1, "one"), (9, "two"), (10, "one")):
         prediction = out[number - 1]["prediction"]
@@ -51,4 +55,4 @@ def test_jsonl_selectors_end_to_end(artifact_factory, load_model):
         direct = shared.predict(adapter, good)
         assert torch.equal(torch.tensor(prediction["probabilities"]), torch.tensor(direct.probabilities))
     assert "cache: 2 hits, 1 misses" in run.stderr.decode()
-    assert "lines: 10, failed: 7" in run.stderr.decode()
+    assert "lines: 11, failed: 8" in run.stderr.decode()

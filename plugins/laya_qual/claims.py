@@ -45,6 +45,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("adapter.refuse.standalone",
           "A non-null `adapter` payload in the manifest is refused by load_artifact with "
           "UnsupportedAdapter."),
+    Claim("artifact.finite-weights",
+          "A pinned weights file (encoder or head) holding a NaN or an infinity in any floating "
+          "tensor is refused at load with an ArtifactError naming the file and the tensor, even "
+          "when the manifest pins exactly those bytes."),
     Claim("artifact.parse-hashed",
           "Every pinned file (every role) is parsed from the bytes that were hashed, by both loader "
           "families (load_artifact; load_artifact_base with or without a base directory, then "
@@ -150,9 +154,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("gate.concurrency",
           "Concurrent requests with random cancels never deadlock, equal a serial run, and leave "
           "cache stats consistent."),
+    Claim("serve.finite",
+          "Finite weights that overflow float32 for some input (an embedding row of 3e38, a "
+          "temperature of 1e-39) give a NumericError naming the stage (encoder states, scores, "
+          "probabilities) and the artifact: no NaN or infinity is served, cached or written to "
+          "JSONL, and requests that never touch the overflow are served bitwise as before."),
     Claim("jsonl.selectors",
-          "`laya predict` JSONL: each line names its adapter; a bad line (bad JSON, non-UTF-8, "
-          "unknown adapter, bad fields, over budget) yields an error object with its line number; "
+          "`laya predict` JSONL: each line names its adapter; a bad line (bad JSON, non-UTF-8 "
+          "anywhere in the line, unknown adapter, bad fields, over budget, a non-finite answer) yields an error object with its line number; "
           "output order is input order; no line is lost; the command exits 3 when any line "
           "failed and prints the count on stderr."),
     # --- bench: benchmark claims (measured, never asserted) --------------------------

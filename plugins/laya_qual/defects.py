@@ -234,6 +234,15 @@ DEFECTS: tuple[Defect, ...] = (
        "        try:\n            yield\n        finally:\n            self._lock.release()",
        "        yield\n        self._lock.release()",
        "gate released only on success: a cancelled forward leaves it locked (deadlock)"),
+    # --- serve: non-finite answers ----------------------------------------------------
+    _d("serve.states-unchecked", "serve", "serve.finite", "laya/base.py",
+       '        require_finite(states, "encoder states", f"base {self.source}")\n',
+       "",
+       "the finiteness check kept at the end of the pipeline only: NaN states are blamed on the head"),
+    _d("serve.probabilities-unchecked", "serve", "serve.finite", "laya/model.py",
+       '        require_finite(torch.tensor(probabilities), "probabilities", f"head {self.source}")\n',
+       "",
+       "scores checked, the softmax's output not: a temperature near zero serves NaN probabilities"),
     # --- jsonl ---------------------------------------------------------------------------
     _d("jsonl.skips-blank-lines", "jsonl", "jsonl", "laya/jsonl.py",
        "    for number, raw in enumerate(lines, start=1):\n        try:",
