@@ -116,3 +116,17 @@ def test_suite_profile_applies_to_suite_tests_with_their_own_overrides(project):
     assert default == {"test_cache_holds_copies": 12, "TestLruEviction::runTest": 40}
     thorough = examples("--laya-profile", "laya-qual-thorough")
     assert thorough == {"test_cache_holds_copies": 200, "TestLruEviction::runTest": 40}
+
+
+@pytest.mark.parametrize("flag", ["--laya-kill-rate", "--laya-evidence-in"])
+def test_report_inputs_without_a_report_fail_loudly(project, flag):
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-p", "laya_qual", flag, "x.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{flag} goes into a signed report: it needs --laya-report*"])
+
+
+def test_hypothesis_verbosity_reaches_suite_tests(project):
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-p", "laya_qual", "--laya-qualify", "-s",
+                                          "--hypothesis-verbosity=verbose", "-k", "test_cache_holds_copies")
+    assert result.ret == 0, result.stdout.str()
+    assert "Test case: test_cache_holds_copies" in result.stdout.str()

@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Verbosity, settings
 
 from laya_qual.claims import CLAIMS
 
@@ -139,6 +139,11 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.get_profile(profile)
     except Exception:
         raise pytest.UsageError(f"--laya-profile {profile}: no such Hypothesis profile is registered") from None
+    verbosity = config.getoption("hypothesis_verbosity", None)
+    if verbosity:  # what Hypothesis' plugin does for its current profile, done for the suite's
+        derived = f"{profile}-with-{verbosity}-verbosity"
+        settings.register_profile(derived, settings.get_profile(profile), verbosity=Verbosity[verbosity])
+        profile = derived
     config.stash[_SUITE_PROFILE] = profile
     if config.getoption("laya_qualify"):
         _point_at_suite(config)

@@ -53,6 +53,9 @@ def _reporting(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    for option, flag in (("laya_kill_rate", "--laya-kill-rate"), ("laya_evidence_in", "--laya-evidence-in")):
+        if config.getoption(option, None) and not config.getoption("laya_report", None):
+            raise pytest.UsageError(f"{flag} goes into a signed report: it needs --laya-report")
     if _reporting(config) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Assembler(config), "laya_qual_assembler")
 
