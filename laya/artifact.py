@@ -25,6 +25,10 @@ MANIFEST = "manifest.json"
 BASE_ROLES = ("encoder_config", "encoder_weights", "tokenizer", "special_tokens", "sequence_format")
 HEAD_ROLES = ("head_config", "head_weights")
 ROLES = BASE_ROLES + HEAD_ROLES
+JSON_ROLES = ("encoder_config", "special_tokens", "sequence_format", "head_config")
+# Checked on the file's size before it is read (docs/artifact-v1.md, "Limits").
+MAX_JSON_BYTES = 1 << 20  # the manifest and every small JSON file
+MAX_TOKENIZER_BYTES = 64 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -65,12 +69,10 @@ def read_artifact_files(directory: str | os.PathLike, *, require_head: bool = Tr
         raise ArtifactError("artifact directory does not exist", file=str(root))
     if root.is_symlink() or not root.is_dir():
         raise ArtifactError("artifact path is a symlink or not a directory", file=str(root))
-    manifest = _parse_manifest(_read_inside(root, MANIFEST))
+    manifest = _parse_manifest(_read_inside(root, MANIFEST, limit=MAX_JSON_BYTES))
     files: dict[str, PinnedFile] = {}
     for entry in manifest["files"]:
-        data = _read_inside(root, entry["path"])
-        if len(data) != entry["size"]:
-            raise DigestMismatch(f"size is {len(data)} bytes, manifest says {entry['size']}", file=entry["path"])
+        data = _read_inside(root, entry["path"], size=entry["size"], limit=_ROLE_LIMITS.get(entry["role"]))
         digest = sha256_hex(data)
         if digest != entry["sha256"]:
             raise DigestMismatch(f"sha256 is {digest}, manifest pins {entry['sha256']}", file=entry["path"])
@@ -123,6 +125,8 @@ def loads_json_object(data: bytes, path: str) -> dict[str, Any]:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"not valid UTF-8 JSON ({exc})", file=path) from None
+    except RecursionError:
+        raise ArtifactError("JSON nested deeper than the parser's recursion limit", file=path) from None
     if not isinstance(obj, dict):
         raise ArtifactError("top level must be a JSON object", file=path)
     return obj
@@ -171,8 +175,12 @@ def _check_relative(path: Any, field: str) -> None:
         raise ArtifactError(f"path {path!r} escapes or is not a plain relative path", file=MANIFEST, field=field)
 
 
-def _read_inside(root: Path, rel: str) -> bytes:
-    """Read root/rel, refusing symlinks anywhere on the way and non-regular files."""
+_ROLE_LIMITS = {**{role: MAX_JSON_BYTES for role in JSON_ROLES}, "tokenizer": MAX_TOKENIZER_BYTES}
+
+
+def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int | None = None) -> bytes:
+    """Read root/rel, refusing symlinks anywhere on the way and non-regular files, and,
+    before reading a byte, a size other than the manifest's or above the role's limit."""
     current = root
     for part in rel.split("/"):
         current = current / part
@@ -186,7 +194,15 @@ def _read_inside(root: Path, rel: str) -> bytes:
         raise ArtifactError("not a regular file", file=rel)
     fd = os.open(current, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as fh:
-        return fh.read()
+        actual = os.fstat(fh.fileno()).st_size
+        if size is not None and actual != size:
+            raise DigestMismatch(f"size is {actual} bytes, manifest says {size}", file=rel)
+        if limit is not None and actual > limit:
+            raise ArtifactError(f"is {actual} bytes, the limit for this file is {limit}", file=rel)
+        data = fh.read()
+    if size is not None and len(data) != size:  # changed while being read
+        raise DigestMismatch(f"size is {len(data)} bytes, manifest says {size}", file=rel)
+    return data
 
 
 def _refuse_unlisted(root: Path, listed: set[str]) -> None:

@@ -15,6 +15,12 @@ from laya.encoder import EncoderConfig
 from laya.errors import ArtifactError
 
 HEAD_KINDS = ("float32", "int8", "transformer")
+# Documented limits (docs/artifact-v1.md, "Limits"): checked before anything is built, so
+# loading costs what the files really hold, never what a config claims. BERT-large,
+# XLM-R (250k pieces) and 8k-context encoders fit with room.
+ENCODER_LIMITS = {"vocab_size": 1 << 20, "hidden_size": 8192, "num_hidden_layers": 128, "num_attention_heads": 256,
+                  "intermediate_size": 65536, "max_position_embeddings": 16384, "type_vocab_size": 16}
+HEAD_LIMITS = {"head_layers": 32, "head_attention_heads": 256, "head_intermediate_size": 65536, "tasks": 1024}
 SEQUENCE_FORMAT_NAME = "laya-seq-v1"
 STATE_POSITIONS = ("after_options", "after_question")
 
@@ -61,14 +67,15 @@ class _Fields:
 
 def parse_encoder_config(pinned: PinnedFile) -> EncoderConfig:
     f = _Fields(parse_json_object(pinned), pinned.path)
+    limit = ENCODER_LIMITS
     cfg = EncoderConfig(
-        vocab_size=f.int("vocab_size", 1),
-        hidden_size=f.int("hidden_size", 1),
-        num_hidden_layers=f.int("num_hidden_layers", 0),
-        num_attention_heads=f.int("num_attention_heads", 1),
-        intermediate_size=f.int("intermediate_size", 1),
-        max_position_embeddings=f.int("max_position_embeddings", 1),
-        type_vocab_size=f.int("type_vocab_size", 2),
+        vocab_size=f.int("vocab_size", 1, limit["vocab_size"]),
+        hidden_size=f.int("hidden_size", 1, limit["hidden_size"]),
+        num_hidden_layers=f.int("num_hidden_layers", 0, limit["num_hidden_layers"]),
+        num_attention_heads=f.int("num_attention_heads", 1, limit["num_attention_heads"]),
+        intermediate_size=f.int("intermediate_size", 1, limit["intermediate_size"]),
+        max_position_embeddings=f.int("max_position_embeddings", 1, limit["max_position_embeddings"]),
+        type_vocab_size=f.int("type_vocab_size", 2, limit["type_vocab_size"]),
         layer_norm_eps=f.float("layer_norm_eps", 0.0, 1.0, open_low=True),
         hidden_act=f.str("hidden_act", ("gelu",)),
     )
@@ -189,19 +196,23 @@ class HeadConfig:
     tasks: dict[str, TaskInfo]
 
 
-def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions: int) -> HeadConfig:
+def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions: int, hidden_size: int) -> HeadConfig:
     f = _Fields(parse_json_object(pinned), pinned.path)
     kind = f.str("kind", HEAD_KINDS)
     sequence_budget = f.int("sequence_budget", 4, max_positions)
     option_budget = f.int("option_budget", 2, option_markers)
     transformer = kind == "transformer"
-    head_layers = f.int("head_layers", 1 if transformer else 0, None if transformer else 0)
-    head_heads = f.int("head_attention_heads", 1 if transformer else 0, None if transformer else 0)
-    head_intermediate = f.int("head_intermediate_size", 1 if transformer else 0, None if transformer else 0)
+    head_layers, head_heads, head_intermediate = (
+        f.int(key, 1 if transformer else 0, HEAD_LIMITS[key] if transformer else 0)
+        for key in ("head_layers", "head_attention_heads", "head_intermediate_size"))
+    if transformer and hidden_size % head_heads:
+        raise ArtifactError(f"must divide the base's hidden_size {hidden_size}", file=pinned.path,
+                            field="head_attention_heads")
     raw_tasks = f.take("tasks", list)
     f.done()
-    if not raw_tasks:
-        raise ArtifactError("a head needs at least one task", file=pinned.path, field="tasks")
+    if not raw_tasks or len(raw_tasks) > HEAD_LIMITS["tasks"]:
+        raise ArtifactError(f"a head has 1 to {HEAD_LIMITS['tasks']} tasks, this one {len(raw_tasks)}",
+                            file=pinned.path, field="tasks")
     tasks: dict[str, TaskInfo] = {}
     for i, raw in enumerate(raw_tasks):
         if not isinstance(raw, dict):

@@ -59,6 +59,8 @@ def parse_example(raw: bytes, line: int) -> Example:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetError(f"not a UTF-8 JSON object ({exc})", line=line) from None
+    except RecursionError:
+        raise DatasetError("JSON nested deeper than the parser's recursion limit", line=line) from None
     if not isinstance(obj, dict):
         raise DatasetError("expected a JSON object", line=line)
     unknown = set(obj) - _FIELDS

@@ -30,6 +30,8 @@ def predict_line(adapters: Adapters, raw: bytes) -> dict[str, Any]:
         raise RequestError(f"line is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise RequestError(f"line is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise RequestError("line is JSON nested deeper than the parser's recursion limit") from None
     if not isinstance(obj, dict):
         raise RequestError(f"expected a JSON object, got {type(obj).__name__}")
     if "adapter" not in obj:

@@ -51,6 +51,7 @@ class Head:
             files["head_config"],
             option_markers=len(base.special.option_markers),
             max_positions=base.config.max_position_embeddings,
+            hidden_size=base.hidden_size,
         )
         specs = head_parameter_specs(self.config, base.hidden_size, base.config.layer_norm_eps)
         tensors = load_tensors(files["head_weights"], specs)

@@ -45,6 +45,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("adapter.refuse.standalone",
           "A non-null `adapter` payload in the manifest is refused by load_artifact with "
           "UnsupportedAdapter."),
+    Claim("artifact.limits",
+          "Every limit in docs/artifact-v1.md holds at its boundary: a config dimension at its "
+          "limit is not refused for range, one above it (up to 2^62) is refused naming file and "
+          "field before anything that size is built; a head's attention heads must divide hidden_size; JSON files of 1 MiB load and one byte more is "
+          "refused, as is a tokenizer over 64 MiB, before being read; JSON nested past the parser's "
+          "recursion limit is refused naming the file."),
     Claim("artifact.finite-weights",
           "A pinned weights file (encoder or head) holding a NaN or an infinity in any floating "
           "tensor is refused at load with an ArtifactError naming the file and the tensor, even "

@@ -1,0 +1,128 @@
+"""artifact.limits: every documented limit holds at its boundary, cheaply.
+
+Oracle: the limits table of docs/artifact-v1.md, copied here as numbers (never
+imported from laya). A value at a limit must not be refused for that field; one
+above it must be refused naming the file and the field, before anything the size
+of the claimed dimension is built. ``HANG_GUARD_S`` only turns a hang into a
+failure (an unbounded load takes minutes); it is not a speed claim.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import laya
+from laya.artifact import MANIFEST
+from laya.errors import ArtifactError
+from laya_qual.synth import replace_pinned_file, seeds
+
+ENCODER_LIMITS = {"vocab_size": 1 << 20, "hidden_size": 8192, "num_hidden_layers": 128, "num_attention_heads": 256,
+                  "intermediate_size": 65536, "max_position_embeddings": 16384, "type_vocab_size": 16}
+HEAD_LIMITS = {"head_layers": 32, "head_attention_heads": 256, "head_intermediate_size": 65536}
+MAX_JSON_BYTES = 1 << 20
+MAX_TOKENIZER_BYTES = 64 << 20
+JSON_ROLES = ("encoder_config", "special_tokens", "sequence_format", "head_config")
+HANG_GUARD_S = 60.0
+
+
+def entry(directory, role: str) -> dict:
+    return next(e for e in json.loads((directory / MANIFEST).read_text())["files"] if e["role"] == role)
+
+
+def edited(directory, destination, role: str, data: bytes):
+    shutil.copytree(directory, destination)
+    replace_pinned_file(destination, role, data)
+    return destination
+
+
+def load_outcome(directory) -> ArtifactError | None:
+    start = time.monotonic()
+    try:
+        laya.load_artifact(directory)
+        outcome = None
+    except ArtifactError as refused:
+        outcome = refused
+    assert time.monotonic() - start < HANG_GUARD_S, "loading did not answer within the hang guard"
+    return outcome
+
+
+@pytest.mark.laya_claim("artifact.limits")
+@given(seed=seeds(), role_field=st.sampled_from([("encoder_config", f) for f in ENCODER_LIMITS]
+                                                + [("head_config", f) for f in HEAD_LIMITS]),
+       excess=st.integers(0, 2**62))
+@example(seed=0, role_field=("encoder_config", "hidden_size"), excess=2**31 - 8192)
+@example(seed=0, role_field=("encoder_config", "num_hidden_layers"), excess=100000 - 128)
+@example(seed=0, role_field=("encoder_config", "vocab_size"), excess=1)
+@example(seed=0, role_field=("head_config", "head_layers"), excess=1)
+@example(seed=0, role_field=("head_config", "head_attention_heads"), excess=0)  # 256 does not divide 32
+@pytest.mark.parametrize("side", ["at", "above"])
+def test_config_dimensions_are_bounded(tmp_path_factory, artifact_factory, seed, role_field, excess, side):
+    role, field = role_field
+    limit = {**ENCODER_LIMITS, **HEAD_LIMITS}[field]
+    value = limit if side == "at" else limit + 1 + excess
+    directory = artifact_factory(seed=seed, head_kind="transformer")
+    config = json.loads((directory / entry(directory, role)["path"]).read_bytes())
+    config[field] = value
+    bad = edited(directory, tmp_path_factory.mktemp("limits") / "a", role, json.dumps(config).encode())
+    refused = load_outcome(bad)
+    out_of_range = (refused is not None and refused.file == entry(bad, role)["path"] and refused.field == field
+                    and f"{value} is outside" in str(refused))
+    if side == "above":
+        assert out_of_range, f"{field}={value} (limit {limit}) not refused by name: {refused}"
+    else:  # legal; the load still stops, on the weights (or heads not dividing hidden), never on the range
+        assert refused is not None and not out_of_range, f"{field}={value} is the documented limit: {refused}"
+
+
+@pytest.mark.laya_claim("artifact.limits")
+@given(seed=seeds(), role=st.sampled_from(JSON_ROLES), depth=st.integers(5_000, 200_000))
+def test_deep_json_is_refused_by_name(tmp_path_factory, artifact_factory, seed, role, depth):
+    directory = artifact_factory(seed=seed, head_kind="float32")
+    bad = edited(directory, tmp_path_factory.mktemp("deep") / "a", role, b"[" * depth + b"]" * depth)
+    refused = load_outcome(bad)
+    assert refused is not None and refused.file == entry(bad, role)["path"], refused
+
+
+@pytest.mark.laya_claim("artifact.limits")
+@given(seed=seeds(), role=st.sampled_from(JSON_ROLES), over=st.integers(0, 1 << 16))
+@example(seed=0, role="encoder_config", over=0)
+@pytest.mark.parametrize("side", ["at", "above"])
+def test_json_files_are_bounded_in_size(tmp_path_factory, artifact_factory, seed, role, over, side):
+    """Whitespace keeps the JSON valid: at the limit the file loads, one byte more is refused."""
+    directory = artifact_factory(seed=seed, head_kind="float32")
+    data = (directory / entry(directory, role)["path"]).read_bytes()
+    size = MAX_JSON_BYTES if side == "at" else MAX_JSON_BYTES + 1 + over
+    bad = edited(directory, tmp_path_factory.mktemp("big") / "a", role, data + b" " * (size - len(data)))
+    refused = load_outcome(bad)
+    if side == "above":
+        assert refused is not None and refused.file == entry(bad, role)["path"] and "limit" in str(refused), refused
+    else:
+        assert refused is None, refused
+
+
+@pytest.mark.laya_claim("artifact.limits")
+def test_an_oversized_tokenizer_is_refused_before_it_is_read(tmp_path, artifact_factory):
+    directory = artifact_factory(seed=0, head_kind="float32")
+    data = (directory / entry(directory, "tokenizer")["path"]).read_bytes()
+    bad = edited(directory, tmp_path / "a", "tokenizer", data + b" " * (MAX_TOKENIZER_BYTES + 1 - len(data)))
+    refused = load_outcome(bad)
+    assert refused is not None and refused.file == entry(bad, "tokenizer")["path"] and "limit" in str(refused)
+
+
+@pytest.mark.laya_claim("artifact.limits")
+@given(heads=st.integers(1, 256))
+@example(heads=3)
+@example(heads=64)
+def test_head_attention_heads_must_divide_hidden(tmp_path_factory, artifact_factory, heads):
+    directory = artifact_factory(seed=0, head_kind="transformer")  # hidden_size 32
+    config = json.loads((directory / entry(directory, "head_config")["path"]).read_bytes())
+    config["head_attention_heads"] = heads
+    bad = edited(directory, tmp_path_factory.mktemp("heads") / "a", "head_config", json.dumps(config).encode())
+    refused = load_outcome(bad)
+    named = refused is not None and refused.field == "head_attention_heads"
+    assert named == (32 % heads != 0), (heads, refused)
