@@ -235,7 +235,10 @@ def cases(draw) -> Case:
                         weight_decay=draw(st.just(0.0) | st.floats(1e-3, 0.5)))
     rows, count = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     cells = rows * config.seq_len
-    weight = st.floats(0.0, 4.0, width=32)
+    # 0 or a normal float32: a subnormal weight (1.4e-45) rounds w x CE to one or two
+    # subnormal steps, so float32's sum(w CE) / sum(w) is off by 20% (the objective's
+    # documented domain, docs/evolution.md)
+    weight = st.just(0.0) | st.floats(2.0 ** -10, 4.0, width=32)
     drawn = draw(st.none() | st.lists(st.lists(weight, min_size=cells, max_size=cells).map(tuple),
                                       min_size=count, max_size=count).map(tuple))
     exp = Experiment(config=config, layout=layout, parent_seed=draw(st.integers(0, 2**16)),
