@@ -198,3 +198,6 @@ def test_committed_release_reports_verify_with_their_keys():
         text = "\n".join(payload.decode() for _, payload in read_statements(bundle))
         for local in ("/home/", "/root/", "/tmp/", "/work/", "/Users/", str(ROOT)):
             assert local not in text, (bundle.name, local)
+        summary = bundle.with_name(bundle.name.removesuffix(".intoto.jsonl") + ".md")
+        shown = cli("show", bundle, "--public-key", public, "--markdown")
+        assert shown.exit_code == 0 and shown.output == summary.read_text(), f"{summary.name} is not `show --markdown`"

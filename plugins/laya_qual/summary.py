@@ -124,6 +124,14 @@ def markdown(laya: dict, bundle_name: str, signature: str) -> str:
         for c in failed:
             tests = ", ".join(f"`{e['test']}` ({e['outcome']})" for e in c["evidence"] if e["outcome"] != "passed")
             out.append(f"- `{c['id']}`: {_cell(c['statement'])} Failing: {tests}")
+    kill = p.get("suite", {}).get("killRate")
+    if kill:
+        out += ["", "### Mutation-tested suite", "",
+                f"The suite that passed here kills {kill['killed']} of {kill['total']} seeded defects "
+                f"(catalogue sha256:`{kill['catalogueDigest'][:16]}`, Hypothesis seeds {kill['hypothesisSeeds']}; "
+                "docs/mutation.md)."]
+        out += [f"- {what} `{d}`" for what, key in (("Survived:", "survivors"), ("Probabilistic:", "probabilistic"),
+                                                   ("Killed by timeout:", "timeouts")) for d in kill[key]]
     if p["benchmarks"]:
         out += ["", "### Benchmarks", "", "| Benchmark | Median | Rounds | Extra |", "|---|---|---|---|"]
         out += [f"| `{t}` | {m} | {r} | {_cell(e)} |" for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
