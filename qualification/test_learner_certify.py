@@ -12,9 +12,10 @@ import torch
 from safetensors.torch import load_file
 
 from laya.errors import FeaturePacketError
-from laya.evolution.certify import audit
+from laya.evolution.certify import audit, check_certificate
 from laya.evolution.kernel import LEARNER, produce
 from laya.evolution.learner import learn
+from laya.evolution.packets import read_manifest
 from laya.evolution.parent import init_parent, write_parent
 
 
@@ -76,3 +77,9 @@ def test_learner_requires_matching_certificate(evolution_group, evolution_worksp
     with pytest.raises(FeaturePacketError) as info:
         evolution_group.run(learn, ws, require_certificate=True, snapshots=False, ranks=[LEARNER])
     assert info.value.field == "certificate" and "does not match" in str(info.value)
+
+    own = read_manifest(ws.packet(0))["binding"]
+    rebound = dict(own, labels="0" * 64)  # another packet on the same features, parent and input
+    with pytest.raises(FeaturePacketError) as info:
+        check_certificate(ws.packet(0), rebound, ws.microbatches[0].input_digest())
+    assert info.value.field == "certificate" and "packet" in str(info.value)

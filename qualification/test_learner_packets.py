@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
+from safetensors.torch import save as st_save
 
 from laya.errors import FeaturePacketError, LayaError
 from laya.evolution.data import consecutive_groups
@@ -14,6 +17,7 @@ from laya.evolution.digests import json_digest
 from laya.evolution.kernel import LEARNER, produce
 from laya.evolution.layouts import Layout
 from laya.evolution.learner import learn, sizes
+from laya.evolution.packets import FEATURES_FILE, FIELDS, read_packet, write_packet
 from laya.evolution.parent import CONFIGS
 from laya.evolution.workspace import Experiment
 
@@ -63,3 +67,25 @@ def test_learner_not_smaller_is_refused(evolution_group, evolution_workspaces):
     too_big = ws.with_(exp=dataclasses.replace(ws.exp, layout=Layout("appended", tail_blocks=ws.exp.config.depth + 1)))
     with pytest.raises(LayaError, match="not smaller than the parent"):
         evolution_group.run(learn, too_big, snapshots=False, ranks=[LEARNER])
+
+
+@pytest.mark.laya_claim("learner.rejects.features")
+def test_streams_are_parsed_from_the_bytes_that_were_hashed(tmp_path, monkeypatch):
+    """A feature file that changes after it was hashed (a second read returns other,
+    valid bytes) never reaches the learner: the streams are the hashed bytes'."""
+    streams = {"features": torch.arange(24, dtype=torch.float32).view(1, 4, 6)}
+    binding = {field: f"bound-{field}" for field in FIELDS if field != "features"}
+    write_packet(tmp_path, binding, streams)
+    other = st_save({"features": streams["features"] + 1})
+    read_bytes, reads = Path.read_bytes, []
+
+    def changing_read(path: Path) -> bytes:
+        data = read_bytes(path)
+        if path.name == FEATURES_FILE:
+            reads.append(path)
+            return data if len(reads) == 1 else other
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", changing_read)
+    loaded, _ = read_packet(tmp_path, binding, ("features",))
+    assert torch.equal(loaded["features"], streams["features"])

@@ -454,3 +454,20 @@ def test_verify_exit_codes_gate_on_result_and_claims(tmp_path):
     assert report["claims"]["report.interop"] == "not evaluated" and len(report["shortfalls"]) == 2
     cli("keygen", tmp_path / "other")
     assert cli("verify", passed, "--public-key", tmp_path / "other.pub", "--require-result", "FAILED").exit_code == 1
+
+
+@pytest.mark.laya_claim("report.verify.tamper")
+def test_signature_base64_malleability_is_refused(bundle, keys):
+    """The signature has unused bits on every bundle (64 bytes of Ed25519 leave 4 in the
+    last base64 digit), so this case never depends on the payload's length."""
+    lines = bundle.read_text().splitlines()
+    env = json.loads(lines[0])
+    text = env["signatures"][0]["sig"]
+    spelled = text.rstrip("=")
+    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    twin = spelled[:-1] + digits[digits.index(spelled[-1]) ^ 1] + text[len(spelled):]
+    assert base64.b64decode(twin) == base64.b64decode(text) and twin != text  # same bytes, another line
+    env["signatures"][0]["sig"] = twin
+    bundle.write_text(json.dumps(env) + "\n" + lines[1] + "\n")
+    with pytest.raises(VerifyError, match="canonical base64"):
+        verify_bundle(bundle, keys[1])

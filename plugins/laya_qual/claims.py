@@ -278,7 +278,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "is refused naming field `head_state`."),
     Claim("learner.rejects.features",
           "A packet whose feature bytes no longer hash to the bound digest (one byte flipped) is "
-          "refused naming field `features`."),
+          "refused naming field `features`; the streams are parsed from the very bytes that were "
+          "hashed, so a file that changes after hashing never reaches the learner."),
     Claim("learner.regroup",
           "Regrouping or reordering the same examples into different microbatches yields packets "
           "with different bindings, and a packet is refused (field `token_ids`) for any microbatch "
@@ -294,7 +295,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "parent's digest."),
     Claim("learner.certify.binding",
           "A learner that requires certification refuses an uncertified packet or one whose "
-          "certificate belongs to another packet (field `certificate`), and every update record "
+          "certificate belongs to another packet (field `certificate`; also another packet bound to the "
+          "same features, parent and input), and every update record "
           "carries the digest of the certificate it trained on."),
     Claim("learner.group.bounded",
           "When a rank of the 3-process group dies mid-job, or a job outlives its timeout, the "
