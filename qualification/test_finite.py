@@ -97,7 +97,7 @@ def test_a_temperature_that_overflows_is_refused(artifact_factory, load_model, s
 
 
 @pytest.mark.laya_claim("serve.finite", "jsonl.selectors")
-def test_jsonl_writes_an_error_object_for_a_non_finite_line(tmp_path, artifact_factory):
+def test_jsonl_writes_an_error_object_for_a_non_finite_or_too_deep_line(tmp_path, artifact_factory):
     clean_dir = artifact_factory(seed=21, head_kind="float32")
     clean = laya.load_artifact(clean_dir)
     poisoned_request = find(requests_for(clean), lambda r: True)
@@ -113,10 +113,13 @@ def test_jsonl_writes_an_error_object_for_a_non_finite_line(tmp_path, artifact_f
     lines = [json.dumps({"adapter": "a", "task": r.task, "question": r.question, "options": list(r.options),
                          **({"state": r.state} if r.state is not None else {})}).encode()
              for r in (poisoned_request, other)]
-    out = list(predict_lines(served, io.BytesIO(b"\n".join(lines))))
-    assert [o["line"] for o in out] == [1, 2]
+    deep = b"[" * 100_000 + b"]" * 100_000  # past the JSON parser's recursion limit
+    out = list(predict_lines(served, io.BytesIO(b"\n".join([*lines, deep, lines[1]]))))
+    assert [o["line"] for o in out] == [1, 2, 3, 4]
     assert out[0]["error"]["type"] == "NumericError" and "encoder states" in out[0]["error"]["message"]
-    assert out[1]["prediction"]["probabilities"] == list(clean.predict(other).probabilities)
+    assert out[2]["error"]["type"] == "RequestError" and "nested" in out[2]["error"]["message"]
+    for served_line in (out[1], out[3]):
+        assert served_line["prediction"]["probabilities"] == list(clean.predict(other).probabilities)
 
 
 @pytest.mark.laya_claim("artifact.finite-weights")

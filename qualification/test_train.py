@@ -430,6 +430,7 @@ BAD_LINES = {  # what is wrong -> (the line's bytes, the field the refusal must 
     "not JSON": (b'{"id": "x",', None),
     "not UTF-8": (b'{"id": "\xff"}', None),
     "not an object": (b"[1, 2]", None),
+    "nested past the parser": (b"[" * 100_000 + b"]" * 100_000, None),
     "unknown field": (json.dumps(_record(extra=1)).encode(), "extra"),
     "empty id": (json.dumps(_record(id="")).encode(), "id"),
     "unknown split": (json.dumps(_record(split="test")).encode(), "split"),

@@ -167,7 +167,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "JSONL, and requests that never touch the overflow are served bitwise as before."),
     Claim("jsonl.selectors",
           "`laya predict` JSONL: each line names its adapter; a bad line (bad JSON, non-UTF-8 "
-          "anywhere in the line, unknown adapter, bad fields, over budget, a non-finite answer) yields an error object with its line number; "
+          "anywhere in the line, JSON nested past the parser's limit, unknown adapter, bad fields, over "
+          "budget, a non-finite answer) yields an error object with its line number; "
           "output order is input order; no line is lost; the command exits 3 when any line "
           "failed and prints the count on stderr."),
     # --- bench: benchmark claims (measured, never asserted) --------------------------
