@@ -1,9 +1,10 @@
 """Finite claims: no NaN or infinity is loaded, served, cached or written as an answer.
 
-Oracle: the poisoned artifacts are built here from the safetensors and head.json
-bytes (``safetensors.torch``, not laya's loader), and what a correct answer is
-comes from the unpoisoned twin: a request that never touches the poison must be
-served bitwise as the twin serves it.
+Oracle: the poisoned weights are edited here in the safetensors bytes
+(``safetensors.torch``, not laya's loader) and re-pinned, the tiny temperature is
+written by the synthetic writer, and what a correct answer is comes from the
+unpoisoned twin: a request that never touches the poison must be served bitwise as
+the twin serves it.
 
 Why a row of 3e38 overflows: LayerNorm's mean sums ``hidden`` positive values of
 3e38 (float32's largest is 3.4e38), so the sum is +inf in any order and the
