@@ -24,6 +24,7 @@ from laya_qual.synth import (
     artifact_configs,
     clone_artifact,
     head_kinds,
+    pinned_path,
     replace_pinned_file,
     requests_for,
     rewrite_file,
@@ -32,10 +33,6 @@ from laya_qual.synth import (
 )
 
 function_scoped_ok = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def manifest_entries(directory: Path) -> dict[str, dict]:
-    return {e["role"]: e for e in json.loads((directory / MANIFEST).read_text())["files"]}
 
 
 @pytest.mark.laya_claim("artifact.roundtrip")
@@ -79,20 +76,20 @@ def test_qualified_artifact_roundtrip(qualified_artifact, qualified_model, data)
 @given(where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255))
 def test_any_flipped_byte_is_refused(tmp_path, qualified_artifact, role, where, mask):
     directory = clone_artifact(qualified_artifact, tmp_path / "tampered")
-    path = directory / manifest_entries(directory)[role]["path"]
+    path = directory / pinned_path(directory, role)
     data = bytearray(path.read_bytes())
     data[int(where * len(data))] ^= mask
     rewrite_file(path, bytes(data))
     with pytest.raises(DigestMismatch) as refused:
         laya.load_artifact(directory)
-    assert refused.value.file == manifest_entries(directory)[role]["path"]
+    assert refused.value.file == pinned_path(directory, role)
 
 
 @pytest.mark.laya_claim("artifact.tamper")
 @pytest.mark.parametrize("role", ROLES)
 def test_truncated_or_missing_file_is_refused(tmp_path, qualified_artifact, role):
     directory = clone_artifact(qualified_artifact, tmp_path / "cut")
-    rel = manifest_entries(directory)[role]["path"]
+    rel = pinned_path(directory, role)
     rewrite_file(directory / rel, (directory / rel).read_bytes()[:-1])
     with pytest.raises(DigestMismatch, match=rel):
         laya.load_artifact(directory)
@@ -125,7 +122,7 @@ def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
 def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
     """Even a symlink to byte-identical content is refused: the bytes must live inside."""
     directory = clone_artifact(qualified_artifact, tmp_path / "linked")
-    rel = manifest_entries(directory)[role]["path"]
+    rel = pinned_path(directory, role)
     outside = tmp_path / "outside.bin"
     shutil.copyfile(directory / rel, outside)
     (directory / rel).unlink()
@@ -284,7 +281,7 @@ def parse_hashed_artifact(artifact_factory) -> tuple[Path, tuple]:
 @pytest.mark.parametrize("family,role", [(f, r) for f, roles in FAMILIES.items() for r in roles])
 def test_loader_parses_the_bytes_it_hashed(tmp_path, parse_hashed_artifact, family, role):
     pristine, expected = parse_hashed_artifact
-    rel = manifest_entries(pristine)[role]["path"]
+    rel = pinned_path(pristine, role)
     other = _alternative(role, (pristine / rel).read_bytes())
     # the swapped-in file is one the loader would accept, and it changes the answer
     consistent = clone_artifact(pristine, tmp_path / "consistent")

@@ -20,7 +20,6 @@ import math
 import shutil
 
 import pytest
-import torch
 from hypothesis import find, given
 from hypothesis import strategies as st
 from safetensors.torch import load, save
@@ -28,22 +27,17 @@ from safetensors.torch import load, save
 import laya
 from laya.errors import ArtifactError, NumericError
 from laya.jsonl import predict_lines
-from laya_qual.synth import ReferenceModel, replace_pinned_file, requests_for, seeds
+from laya_qual.synth import ReferenceModel, pinned_path, replace_pinned_file, requests_for, seeds
 
 KINDS = ("float32", "int8", "transformer")
 OVERFLOW = 3e38
 TINY_TEMPERATURE = 1e-39
 
 
-def pinned_path(directory, role: str):
-    manifest = json.loads((directory / "manifest.json").read_text())
-    return directory / next(e["path"] for e in manifest["files"] if e["role"] == role)
-
-
 def poisoned_copy(directory, destination, role: str, edit) -> None:
     """``directory`` copied to ``destination`` with ``edit`` applied to one weights file, re-pinned."""
     shutil.copytree(directory, destination)
-    tensors = load(pinned_path(directory, role).read_bytes())
+    tensors = load((directory / pinned_path(directory, role)).read_bytes())
     edit(tensors)
     replace_pinned_file(destination, role, save(tensors))
 
@@ -128,7 +122,7 @@ def test_jsonl_writes_an_error_object_for_a_non_finite_or_too_deep_line(tmp_path
        value=st.sampled_from([math.nan, math.inf, -math.inf]), data=st.data())
 def test_non_finite_weights_are_refused_at_load(tmp_path_factory, artifact_factory, seed, kind, role, value, data):
     clean_dir = artifact_factory(seed=seed, head_kind=kind)
-    floating = sorted(n for n, t in load(pinned_path(clean_dir, role).read_bytes()).items() if t.is_floating_point())
+    floating = sorted(n for n, t in load((clean_dir / pinned_path(clean_dir, role)).read_bytes()).items() if t.is_floating_point())
     name = data.draw(st.sampled_from(floating), label="tensor")
     bad_dir = tmp_path_factory.mktemp("nonfinite") / "artifact"
 
@@ -140,5 +134,4 @@ def test_non_finite_weights_are_refused_at_load(tmp_path_factory, artifact_facto
     with pytest.raises(ArtifactError) as refused:
         laya.load_artifact(bad_dir)
     assert refused.value.field == name
-    manifest = json.loads((bad_dir / "manifest.json").read_text())
-    assert refused.value.file == next(e["path"] for e in manifest["files"] if e["role"] == role)
+    assert refused.value.file == pinned_path(bad_dir, role)

@@ -18,9 +18,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import laya
-from laya.artifact import MANIFEST
 from laya.errors import ArtifactError
-from laya_qual.synth import replace_pinned_file, seeds
+from laya_qual.synth import pinned_path, replace_pinned_file, seeds
 
 ENCODER_LIMITS = {"vocab_size": 1 << 20, "hidden_size": 8192, "num_hidden_layers": 128, "num_attention_heads": 256,
                   "intermediate_size": 65536, "max_position_embeddings": 16384, "type_vocab_size": 16}
@@ -29,10 +28,6 @@ MAX_JSON_BYTES = 1 << 20
 MAX_TOKENIZER_BYTES = 64 << 20
 JSON_ROLES = ("encoder_config", "special_tokens", "sequence_format", "head_config")
 HANG_GUARD_S = 60.0
-
-
-def entry(directory, role: str) -> dict:
-    return next(e for e in json.loads((directory / MANIFEST).read_text())["files"] if e["role"] == role)
 
 
 def edited(directory, destination, role: str, data: bytes):
@@ -67,11 +62,11 @@ def test_config_dimensions_are_bounded(tmp_path_factory, artifact_factory, seed,
     limit = {**ENCODER_LIMITS, **HEAD_LIMITS}[field]
     value = limit if side == "at" else limit + 1 + excess
     directory = artifact_factory(seed=seed, head_kind="transformer")
-    config = json.loads((directory / entry(directory, role)["path"]).read_bytes())
+    config = json.loads((directory / pinned_path(directory, role)).read_bytes())
     config[field] = value
     bad = edited(directory, tmp_path_factory.mktemp("limits") / "a", role, json.dumps(config).encode())
     refused = load_outcome(bad)
-    out_of_range = (refused is not None and refused.file == entry(bad, role)["path"] and refused.field == field
+    out_of_range = (refused is not None and refused.file == pinned_path(bad, role) and refused.field == field
                     and f"{value} is outside" in str(refused))
     if side == "above":
         assert out_of_range, f"{field}={value} (limit {limit}) not refused by name: {refused}"
@@ -85,7 +80,7 @@ def test_deep_json_is_refused_by_name(tmp_path_factory, artifact_factory, seed, 
     directory = artifact_factory(seed=seed, head_kind="float32")
     bad = edited(directory, tmp_path_factory.mktemp("deep") / "a", role, b"[" * depth + b"]" * depth)
     refused = load_outcome(bad)
-    assert refused is not None and refused.file == entry(bad, role)["path"], refused
+    assert refused is not None and refused.file == pinned_path(bad, role), refused
 
 
 @pytest.mark.laya_claim("artifact.limits")
@@ -95,12 +90,12 @@ def test_deep_json_is_refused_by_name(tmp_path_factory, artifact_factory, seed, 
 def test_json_files_are_bounded_in_size(tmp_path_factory, artifact_factory, seed, role, over, side):
     """Whitespace keeps the JSON valid: at the limit the file loads, one byte more is refused."""
     directory = artifact_factory(seed=seed, head_kind="float32")
-    data = (directory / entry(directory, role)["path"]).read_bytes()
+    data = (directory / pinned_path(directory, role)).read_bytes()
     size = MAX_JSON_BYTES if side == "at" else MAX_JSON_BYTES + 1 + over
     bad = edited(directory, tmp_path_factory.mktemp("big") / "a", role, data + b" " * (size - len(data)))
     refused = load_outcome(bad)
     if side == "above":
-        assert refused is not None and refused.file == entry(bad, role)["path"] and "limit" in str(refused), refused
+        assert refused is not None and refused.file == pinned_path(bad, role) and "limit" in str(refused), refused
     else:
         assert refused is None, refused
 
@@ -108,10 +103,10 @@ def test_json_files_are_bounded_in_size(tmp_path_factory, artifact_factory, seed
 @pytest.mark.laya_claim("artifact.limits")
 def test_an_oversized_tokenizer_is_refused_before_it_is_read(tmp_path, artifact_factory):
     directory = artifact_factory(seed=0, head_kind="float32")
-    data = (directory / entry(directory, "tokenizer")["path"]).read_bytes()
+    data = (directory / pinned_path(directory, "tokenizer")).read_bytes()
     bad = edited(directory, tmp_path / "a", "tokenizer", data + b" " * (MAX_TOKENIZER_BYTES + 1 - len(data)))
     refused = load_outcome(bad)
-    assert refused is not None and refused.file == entry(bad, "tokenizer")["path"] and "limit" in str(refused)
+    assert refused is not None and refused.file == pinned_path(bad, "tokenizer") and "limit" in str(refused)
 
 
 @pytest.mark.laya_claim("artifact.limits")
@@ -120,7 +115,7 @@ def test_an_oversized_tokenizer_is_refused_before_it_is_read(tmp_path, artifact_
 @example(heads=64)
 def test_head_attention_heads_must_divide_hidden(tmp_path_factory, artifact_factory, heads):
     directory = artifact_factory(seed=0, head_kind="transformer")  # hidden_size 32
-    config = json.loads((directory / entry(directory, "head_config")["path"]).read_bytes())
+    config = json.loads((directory / pinned_path(directory, "head_config")).read_bytes())
     config["head_attention_heads"] = heads
     bad = edited(directory, tmp_path_factory.mktemp("heads") / "a", "head_config", json.dumps(config).encode())
     refused = load_outcome(bad)
