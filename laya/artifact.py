@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from laya.atomic import new_directory
 from laya.errors import ArtifactError, DigestMismatch, UnsupportedAdapter
 
 FORMAT = "laya-artifact-v1"
@@ -90,22 +91,27 @@ def read_artifact_files(directory: str | os.PathLike, *, require_head: bool = Tr
 def write_artifact_files(directory: str | os.PathLike, files: Mapping[str, tuple[str, bytes]]) -> Path:
     """Write pinned files ({role: (relative path, bytes)}) and their manifest.
 
-    The directory must not exist yet or be empty: an artifact is written whole.
+    The directory must not exist yet or be empty: an artifact is written whole. It is
+    built in a temporary sibling and renamed into place only once complete and synced
+    (laya.atomic), so an interrupted write leaves nothing under ``directory``.
     """
     root = Path(directory)
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise ArtifactError("refusing to write: the path exists and is not a directory", file=str(root))
     if root.exists() and any(root.iterdir()):
         raise ArtifactError("refusing to write into a non-empty directory", file=str(root))
-    root.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for role, (rel, data) in files.items():
+    for role, (rel, _) in files.items():
         if role not in ROLES:
             raise ArtifactError(f"unknown file role {role!r}", file=rel, field="role")
-        target = root / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        entries.append({"path": rel, "role": role, "sha256": sha256_hex(data), "size": len(data)})
-    manifest = {"format": FORMAT, "files": sorted(entries, key=lambda e: e["path"]), "adapter": None}
-    (root / MANIFEST).write_bytes(canonical_json(manifest))
+    with new_directory(root) as temp:
+        entries = []
+        for role, (rel, data) in files.items():
+            target = temp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            entries.append({"path": rel, "role": role, "sha256": sha256_hex(data), "size": len(data)})
+        manifest = {"format": FORMAT, "files": sorted(entries, key=lambda e: e["path"]), "adapter": None}
+        (temp / MANIFEST).write_bytes(canonical_json(manifest))
     return root
 
 
@@ -119,14 +125,27 @@ def parse_json_object(pinned: PinnedFile) -> dict[str, Any]:
     return loads_json_object(pinned.data, pinned.path)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Refuse a repeated key: parsers disagree on which value wins, so the pin would be ambiguous."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        repeated = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"duplicate key {repeated!r}")
+    return obj
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
+
+
 def loads_json_object(data: bytes, path: str) -> dict[str, Any]:
     """A JSON object from UTF-8 bytes, or ArtifactError naming ``path``."""
     try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"not valid UTF-8 JSON ({exc})", file=path) from None
+        obj = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except RecursionError:
         raise ArtifactError("JSON nested deeper than the parser's recursion limit", file=path) from None
+    except ValueError as exc:  # bad UTF-8 or JSON, a duplicate key, NaN, a number too long to convert
+        raise ArtifactError(f"not valid strict UTF-8 JSON ({exc})", file=path) from None
     if not isinstance(obj, dict):
         raise ArtifactError("top level must be a JSON object", file=path)
     return obj

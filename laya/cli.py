@@ -4,6 +4,7 @@ their own modules) train heads, import bases and check the evolution learner."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from importlib import import_module
 
@@ -11,6 +12,7 @@ import click
 
 import laya
 from laya.errors import LayaError
+from laya.interrupts import Interrupted, SignalExit
 
 # Exit status of `laya predict` when some lines failed (their error objects are in the output).
 EXIT_LINES_FAILED = 3
@@ -52,8 +54,11 @@ LAZY_COMMANDS = {
 
 @click.group(cls=LazyGroup, lazy=LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(laya.__version__, "--version", "-V", prog_name="laya")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """laya: many calibrated task heads on one verified, frozen, shared encoder."""
+    # Every subcommand: SIGINT/SIGTERM unwind (temporary outputs removed) and exit 130/143.
+    ctx.obj = ctx.with_resource(SignalExit())
 
 
 def _adapter_pairs(values: tuple[str, ...]) -> dict[str, str]:
@@ -83,20 +88,31 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, allow_er
 
     A line that fails gets an error object on its output line and the run goes on; at
     the end the count of failed lines goes to stderr and the exit status is 3 if any
-    line failed (unless --allow-errors), 1 if the adapters could not be opened."""
+    line failed (unless --allow-errors), 1 if the adapters could not be opened.
+
+    Each result line is written and flushed as soon as it is computed. SIGINT or
+    SIGTERM stop the run with exit status 130 or 143; the output then holds exactly
+    the lines finished before the signal, each complete."""
     from laya.jsonl import predict_lines
 
+    ctx = click.get_current_context()
+    signals = ctx.find_object(SignalExit) or ctx.with_resource(SignalExit())
     try:
         opened = laya.open_adapters(_adapter_pairs(adapters), base=base_dir, cache_bytes=cache_bytes)
     except LayaError as exc:
         raise click.ClickException(str(exc)) from None
-    out = sys.stdout
+    out = sys.stdout.buffer
     lines = failed = 0
-    for result in predict_lines(opened, sys.stdin.buffer):
-        lines += 1
-        failed += "error" in result
-        out.write(json.dumps(result, ensure_ascii=False) + "\n")
-        out.flush()
+    try:
+        for result in predict_lines(opened, sys.stdin.buffer):
+            with signals.deferred():  # a signal arriving mid-line waits for the line's end
+                out.write((json.dumps(result, ensure_ascii=False) + "\n").encode("utf-8"))
+                out.flush()
+                lines += 1
+                failed += "error" in result
+    except Interrupted as stop:
+        click.echo(f"lines: {lines}, failed: {failed}; interrupted by {signal.Signals(stop.signum).name}", err=True)
+        raise
     stats = opened.cache_stats()
     click.echo(f"cache: {stats.hits} hits, {stats.misses} misses, {stats.evictions} evictions, "
                f"{stats.entries} entries, {stats.bytes} bytes", err=True)

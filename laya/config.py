@@ -49,7 +49,11 @@ class _Fields:
         return value
 
     def float(self, key: str, low: float, high: float, *, open_low: bool = False) -> float:
-        value = float(self.take(key, (int, float)))
+        number = self.take(key, (int, float))
+        try:
+            value = float(number)
+        except OverflowError:  # an integer literal beyond float's range
+            raise self._fail(key, f"an integer of {len(str(abs(number)))} digits is outside float's range") from None
         if not math.isfinite(value) or value < low or value > high or (open_low and value == low):
             raise self._fail(key, f"{value} is outside {'(' if open_low else '['}{low}, {high}]")
         return value
@@ -148,6 +152,11 @@ class Calibration:
     nll_after: float
     ece_before: float
     ece_after: float
+    # the bounded fit's policy and what it did (method "temperature-nll-bounded"; None for the older lbfgs)
+    temperature_min: float | None = None
+    temperature_max: float | None = None
+    min_examples: int | None = None
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)
@@ -237,7 +246,9 @@ def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions:
 
 
 _SHA256_HEX = frozenset("0123456789abcdef")
-CALIBRATION_METHODS = ("temperature-nll-lbfgs",)
+CALIBRATION_METHODS = ("temperature-nll-bounded", "temperature-nll-lbfgs")
+CALIBRATION_OUTCOMES = ("fitted", "at_lower_bound", "at_upper_bound", "separable", "too_few_examples",
+                        "not_better")
 CERTIFICATION_METHODS = ("clopper-pearson-fixed-sequence",)
 
 
@@ -258,11 +269,17 @@ def _calibration(t: _Fields, file: str, prefix: str) -> Calibration | None:
     f = _optional_object(t, "calibration", file, prefix)
     if f is None:
         return None
+    split, split_sha256, examples = f.str("split", ("dev_cal",)), _split_digest(f), f.int("examples", 1)
+    method = f.str("method", CALIBRATION_METHODS)
+    bounded = method == "temperature-nll-bounded"  # the older lbfgs fit recorded no bounds or outcome
     calibration = Calibration(
-        split=f.str("split", ("dev_cal",)), split_sha256=_split_digest(f), examples=f.int("examples", 1),
-        method=f.str("method", CALIBRATION_METHODS),
+        split=split, split_sha256=split_sha256, examples=examples, method=method,
         nll_before=f.float("nll_before", 0.0, 1e6), nll_after=f.float("nll_after", 0.0, 1e6),
-        ece_before=f.float("ece_before", 0.0, 1.0), ece_after=f.float("ece_after", 0.0, 1.0))
+        ece_before=f.float("ece_before", 0.0, 1.0), ece_after=f.float("ece_after", 0.0, 1.0),
+        temperature_min=f.float("temperature_min", 0.0, 1e6, open_low=True) if bounded else None,
+        temperature_max=f.float("temperature_max", 0.0, 1e6, open_low=True) if bounded else None,
+        min_examples=f.int("min_examples", 1) if bounded else None,
+        outcome=f.str("outcome", CALIBRATION_OUTCOMES) if bounded else None)
     f.done()
     return calibration
 

@@ -61,6 +61,8 @@ def parse_example(raw: bytes, line: int) -> Example:
         raise DatasetError(f"not a UTF-8 JSON object ({exc})", line=line) from None
     except RecursionError:
         raise DatasetError("JSON nested deeper than the parser's recursion limit", line=line) from None
+    except ValueError as exc:  # e.g. an integer literal past Python's digit limit
+        raise DatasetError(f"not a UTF-8 JSON object ({exc})", line=line) from None
     if not isinstance(obj, dict):
         raise DatasetError("expected a JSON object", line=line)
     unknown = set(obj) - _FIELDS

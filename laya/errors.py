@@ -26,6 +26,14 @@ class ArtifactError(LayaError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class OutputExists(LayaError):
+    """An output would replace something already at its path; ``file`` names the path."""
+
+    def __init__(self, path):
+        self.file = str(path)
+        super().__init__(f"{path}: already exists (refusing to overwrite it)")
+
+
 class DigestMismatch(ArtifactError):
     """A pinned file's bytes do not hash to the sha256 its manifest records."""
 
@@ -89,4 +97,13 @@ class FeaturePacketError(LayaError):
 
 
 class DistributedError(LayaError):
-    """A rank of a multi-process run died, timed out or disagreed."""
+    """A rank of a multi-process run died, raised, timed out or disagreed.
+
+    ``phase`` names what the group was doing (``rendezvous`` or the job) and ``ranks``
+    the rank(s) held responsible; the message names both.
+    """
+
+    def __init__(self, message: str, *, phase: str | None = None, ranks: tuple[int, ...] | list[int] = ()):
+        self.phase = phase
+        self.ranks = tuple(ranks)
+        super().__init__(message)

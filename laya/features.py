@@ -9,7 +9,9 @@ their marker positions. Opening a store for anything else is refused with
 ``FeatureStoreMismatch`` naming the first field that differs.
 
 On disk a store is one safetensors file; its binding lives in the header metadata,
-and the file is read once and parsed from those bytes.
+and the file is read once and parsed from those bytes. It is written through a
+temporary sibling and renamed into place, so an interrupted run never leaves a
+truncated store for the next run to trip over, and an existing store is never replaced.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 from laya.artifact import BASE_ROLES
+from laya.atomic import write_file
 from laya.base import VerifiedBase
 from laya.errors import LayaError
 from laya.rendering import Rendered
@@ -89,9 +92,8 @@ def build_store(base: VerifiedBase, rendered: Sequence[Rendered],
 def save_store(store: FeatureStore, path: str | os.PathLike) -> Path:
     tensors = _tensors(store)
     binding = {"format": FORMAT, "identity": store.identity, "features": _digest(tensors)}
-    target = Path(path)
-    target.write_bytes(save_safetensors(tensors, metadata={_METADATA_KEY: json.dumps(binding, sort_keys=True)}))
-    return target
+    data = save_safetensors(tensors, metadata={_METADATA_KEY: json.dumps(binding, sort_keys=True)})
+    return write_file(path, data)  # whole or absent (laya.atomic); an existing store is refused
 
 
 def load_store(path: str | os.PathLike, base: VerifiedBase, rendered: Sequence[Rendered]) -> FeatureStore:

@@ -32,6 +32,8 @@ def predict_line(adapters: Adapters, raw: bytes) -> dict[str, Any]:
         raise RequestError(f"line is not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise RequestError("line is JSON nested deeper than the parser's recursion limit") from None
+    except ValueError as exc:  # e.g. an integer literal past Python's digit limit
+        raise RequestError(f"line is not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise RequestError(f"expected a JSON object, got {type(obj).__name__}")
     if "adapter" not in obj:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence
 
-from laya.calibration import TemperatureFit, fit_temperature, served_probabilities
+from laya.calibration import METHOD as CALIBRATION_METHOD
+from laya.calibration import MIN_EXAMPLES, T_BOUNDS, TemperatureFit, fit_temperature, served_probabilities
 from laya.certify import METHOD, Certificate, certify, sequence_start
 from laya.config import Calibration, Certification
 from laya.dataset import Example, split_digest, split_indices
@@ -96,8 +97,9 @@ def train_artifact(*, base_dir: str | os.PathLike, examples: Sequence[Example], 
         entries.append(task_entry(
             task, max(len(examples[i].request.options) for i in cal + conf), result.fit.temperature,
             cert.threshold if cert.certified else 1.0,
-            Calibration("dev_cal", split_digest(examples, sequences, cal), len(cal), "temperature-nll-lbfgs",
-                        result.fit.nll_before, result.fit.nll_after, result.fit.ece_before, result.fit.ece_after),
+            Calibration("dev_cal", split_digest(examples, sequences, cal), len(cal), CALIBRATION_METHOD,
+                        result.fit.nll_before, result.fit.nll_after, result.fit.ece_before, result.fit.ece_after,
+                        *T_BOUNDS, MIN_EXAMPLES, result.fit.outcome),
             Certification("dev_conf", split_digest(examples, sequences, conf), len(conf), METHOD, target_risk, delta,
                           cert.certified, cert.acted, cert.errors, cert.coverage, cert.risk_upper_bound,
                           result.fit.temperature)))

@@ -69,7 +69,12 @@ def _summary(run, out_dir: str) -> None:
     for name, result in run.tasks.items():
         fit, cert = result.fit, result.certificate
         click.echo(f"task {name}")
-        click.echo(f"  temperature  {fit.temperature:.4f}  (fitted on dev_cal, {fit.examples} examples)")
+        recorded = run.head.tasks[name].calibration  # the bounds as exported in head.json
+        click.echo(f"  temperature  {fit.temperature:.4f}  (dev_cal, {fit.examples} examples: "
+                   f"{fit.outcome.replace('_', ' ')}; bounds [{recorded.temperature_min:g}, "
+                   f"{recorded.temperature_max:g}], fitted from {recorded.min_examples} examples)")
+        if fit.warning:
+            click.echo(f"  WARNING      {fit.warning}")
         click.echo(f"  NLL          {fit.nll_before:.4f} -> {fit.nll_after:.4f}")
         click.echo(f"  ECE          {fit.ece_before:.4f} -> {fit.ece_after:.4f}")
         if cert.certified:

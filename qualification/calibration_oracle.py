@@ -4,17 +4,26 @@ The numbers come straight from the artifact's bytes (manifest -> head.json,
 head.safetensors), not from the runtime's parsed config; linear-head scores are
 recomputed in float64; the decision rule is the documented one. Encoder states
 are an input here (the forward has its own claims).
+
+The temperature reference follows docs/training.md's rule with scipy's bounded
+scalar search (not the runtime's bisection): the documented interval, the
+minimum dev_cal size, and T = 1 for a separable dev_cal.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
 from safetensors.torch import load as load_safetensors
+from scipy.optimize import minimize_scalar
+
+TEMPERATURE_BOUNDS = (0.0625, 16.0)  # docs/training.md: T_min = 1/16, T_max = 16
+MIN_DEV_CAL = 30  # docs/training.md: fewer dev_cal examples are not fitted
 
 
 def pinned_bytes(directory: str | Path, role: str) -> bytes:
@@ -67,3 +76,30 @@ def reference_probabilities(marker_states: torch.Tensor, directory: str | Path, 
     z = scores / numbers.temperature
     e = (z - z.max()).exp()
     return e / e.sum()
+
+
+def reference_nll(scores: Sequence[torch.Tensor], labels: Sequence[int], temperature: float) -> float:
+    """Mean float64 negative log-likelihood of ``labels`` under softmax(scores / T)."""
+    return -sum(float(torch.log_softmax(z.double() / temperature, dim=0)[y]) for z, y in zip(scores, labels)) / len(labels)
+
+
+def bounded_minimiser(scores: Sequence[torch.Tensor], labels: Sequence[int],
+                      bounds: tuple[float, float] = TEMPERATURE_BOUNDS) -> float:
+    """argmin of the NLL over T in ``bounds``; the NLL is convex in 1/T, hence unimodal in
+    log T, so scipy's bounded scalar search on log T finds the minimiser (or the bound)."""
+    return math.exp(minimize_scalar(lambda log_t: reference_nll(scores, labels, math.exp(log_t)),
+                                    bounds=(math.log(bounds[0]), math.log(bounds[1])), method="bounded",
+                                    options={"xatol": 1e-10}).x)
+
+
+def reference_temperature(scores: Sequence[torch.Tensor], labels: Sequence[int]) -> tuple[float, str]:
+    """The documented temperature and outcome (the float32 "not_better" fallback aside)."""
+    if len(scores) < MIN_DEV_CAL:
+        return 1.0, "too_few_examples"
+    if all(float(z[y]) >= float(z.max()) for z, y in zip(scores, labels)):
+        return 1.0, "separable"
+    t = bounded_minimiser(scores, labels)
+    for bound, outcome in zip(TEMPERATURE_BOUNDS, ("at_lower_bound", "at_upper_bound")):
+        if abs(math.log(t / bound)) < 1e-6:
+            return bound, outcome
+    return t, "fitted"

@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from laya.errors import FeaturePacketError
 from laya.evolution.data import make_tokenizer
+from laya.evolution.digests import tensor_digest
 from laya.evolution.kernel import LEARNER
 from laya.evolution.layouts import Layout
 from laya.evolution.learner import learn
@@ -151,13 +152,23 @@ def test_shifted_labels_refused(evolution_group, base):
 
 
 @pytest.mark.laya_claim("learner.rejects.objective-weights")
-def test_other_objective_weights_refused(evolution_group, base):
+def test_other_objective_weights_refused(evolution_group, evolution_workspaces, base):
     ws = base["fixed-tail"]
     retention = ws.with_(exp=dataclasses.replace(ws.exp, retention_weight=0.25))
     _assert_only(_refused(evolution_group, retention), "objective_weights")
     weights = ws.microbatches[3].weights.clone()
     weights[0, 0] += 0.25
     _assert_only(_refused(evolution_group, _replace_mb(ws, 3, weights=weights)), "objective_weights")
+    # weights that define no loss: all 0 (0/0, NaN) or one negative. Each packet is re-bound to
+    # those weights, so nothing but the objective itself is wrong.
+    negative = ws.microbatches[3].weights.clone()
+    negative[0, 0] = -0.5
+    for bad, says in ((torch.zeros_like(weights), "every token weight is 0"), (negative, "must be finite and >= 0")):
+        copy = _copy(ws, evolution_workspaces.root)
+        bound = json.loads((copy.packet(3) / "binding.json").read_text())["binding"]["objective_weights"]
+        _edit_manifest(copy.packet(3), "objective_weights", dict(bound, token_weights=tensor_digest(bad)))
+        err = _refused(evolution_group, _replace_mb(copy, 3, weights=bad))
+        assert err.field == "objective_weights" and says in str(err), str(err)
 
 
 @pytest.mark.laya_claim("learner.rejects.head-state")

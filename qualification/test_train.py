@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize_scalar
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -30,8 +29,11 @@ from laya.dataset import DatasetError, Example, read_dataset, split_indices
 from laya.features import FeatureStoreMismatch, load_store
 from laya.pipeline import train_artifact
 from laya.scoring import option_scores, readout
+from laya.train_cli import _summary
 from laya.training import TrainConfig, TrainingError, initial_head, train_head, warm_start
-from laya_qual.suite.calibration_oracle import pinned_bytes, readout_row
+from laya_qual.suite.calibration_oracle import (MIN_DEV_CAL, TEMPERATURE_BOUNDS, bounded_minimiser,
+                                               pinned_bytes, readout_row, reference_nll,
+                                               reference_temperature)
 from laya_qual.suite.test_certify import reference_certify, reference_start
 from laya_qual.synth import replace_pinned_file, seeds
 from laya_qual.synth.tasks import synthetic_task
@@ -240,6 +242,117 @@ def test_temperature_fit_recalibrates_a_trained_head(trained):
     assert fit.nll_after < fit.nll_before and fit.temperature > 1.0, fit
 
 
+def _split(rows: list[list[float]], labels: list[int]) -> tuple[list[torch.Tensor], list[int]]:
+    return [torch.tensor(r, dtype=torch.float32) for r in rows], labels
+
+
+@st.composite
+def calibration_splits(draw) -> tuple[list[torch.Tensor], list[int]]:
+    """Scores of n examples (some below the minimum) with labels drawn from the scores' own
+    softmax, equal to their top option (separable), or top but for one error."""
+    n, k = draw(st.integers(5, 120)), draw(st.integers(2, 4))
+    rng = np.random.default_rng(draw(seeds()))
+    scores = [torch.tensor(row, dtype=torch.float32) for row in rng.normal(0.0, 1.5, size=(n, k))
+              * draw(st.sampled_from([0.3, 1.0, 4.0]))]
+    labels = [int(s.argmax()) for s in scores]
+    kind = draw(st.sampled_from(["drawn", "separable", "one error"]))
+    if kind == "drawn":
+        labels = [int(rng.choice(k, p=torch.softmax(s.double(), dim=0).numpy())) for s in scores]
+    elif kind == "one error":
+        labels[0] = int(scores[0].argsort(descending=True)[1])
+    return scores, labels
+
+
+@pytest.mark.laya_claim("train.temperature.separable")
+@given(split=calibration_splits())
+@example(split=_split([[0.5, 0.0]] * 40 + [[1e-3, 0.0]], [0] * 40 + [1]))  # minimum below 1/16: the lower bound
+@example(split=_split([[1.0, 0.0]] * 40, [0, 1] * 20))  # labels ignore the scores: the upper bound
+@example(split=_split([[1.0, 0.0, 0.5]] * 40, [0] * 40))  # separable
+@example(split=_split([[1.0, 0.0]] * 29, [0] * 28 + [1]))  # one short of the minimum
+@example(split=_split([[1.0, 0.0]] * 30, [0] * 27 + [1] * 3))  # just enough: fitted
+def test_temperature_follows_the_documented_rule(split):
+    """fit_temperature equals the documented rule computed with scipy: fewer than 30 examples
+    or a separable split keep T = 1 and say so; otherwise T is the float64 NLL minimiser over
+    [1/16, 16], exactly the bound when the minimum lies at or beyond it. The served T never
+    leaves the interval."""
+    scores, labels = split
+    fit = fit_temperature(scores, labels)
+    expected, outcome = reference_temperature(scores, labels)
+    assert TEMPERATURE_BOUNDS[0] <= fit.temperature <= TEMPERATURE_BOUNDS[1], fit
+    if fit.outcome == "not_better":  # the float32 served NLL lost to T = 1: only where the fit barely helps
+        assert outcome in ("fitted", "at_lower_bound", "at_upper_bound") and fit.temperature == 1.0, fit
+        assert reference_nll(scores, labels, 1.0) - reference_nll(scores, labels, expected) < 1e-6, (fit, expected)
+        return
+    assert fit.outcome == outcome, (fit, expected, outcome)
+    if outcome == "fitted":
+        assert reference_nll(scores, labels, fit.temperature) <= reference_nll(scores, labels, expected) + 1e-9
+        assert math.isclose(fit.temperature, expected, rel_tol=1e-3), (fit, expected)
+    else:
+        assert fit.temperature == expected, (fit, expected)
+    assert (fit.warning is None) == (outcome == "fitted"), fit
+
+
+@pytest.fixture(scope="module")
+def separable_run(trained):
+    """The two-task float32 head trained again from the same store and seed with every dev_cal
+    label replaced by the head's own top option (float64 from its bytes): training reads only
+    train, so the head is the same and its dev_cal is separable."""
+    first = Path(trained.runs["float32"].head.source)
+    names = [t["name"] for t in json.loads(pinned_bytes(first, "head_config"))["tasks"]]
+    examples = list(trained.examples)
+    for i in trained.splits["dev_cal"]:
+        weight, bias = readout_row(first, names.index(examples[i].request.task))
+        top = int((trained.store.markers[i].double() @ weight + bias).argmax())
+        examples[i] = Example(examples[i].id, "dev_cal", examples[i].request, top, None)
+    run = train_artifact(base_dir=trained.base_dir, examples=examples, out_dir=trained.root / "separable",
+                         store_path=trained.store_path, config=CONFIG, target_risk=TARGET_RISK, delta=DELTA)
+    assert pinned_bytes(run.head.source, "head_weights") == pinned_bytes(first, "head_weights")
+    return run, examples
+
+
+def _summary_of(run, capsys) -> dict[str, str]:
+    _summary(run, str(run.head.source))
+    out = capsys.readouterr().out
+    return {name: out.split(f"task {name}\n")[1].split("\ntask ")[0].split("\nartifact ")[0] for name in run.tasks}
+
+
+@pytest.mark.laya_claim("train.temperature.separable")
+def test_separable_dev_cal_is_not_fitted_and_says_so(trained, separable_run, capsys):
+    """On a separable dev_cal the NLL alone would drive T to the lower bound (scipy on the
+    head's bytes); the head keeps T = 1, head.json records outcome "separable" with the
+    documented bounds and minimum, and the summary warns, for each task. The same head on
+    its ordinary dev_cal is fitted and the summary does not warn."""
+    run, examples = separable_run
+    directory = Path(run.head.source)
+    summary = _summary_of(run, capsys)
+    for index, entry in enumerate(json.loads(pinned_bytes(directory, "head_config"))["tasks"]):
+        cal = [i for i in trained.splits["dev_cal"] if examples[i].request.task == entry["name"]]
+        weight, bias = readout_row(directory, index)
+        scores, labels = [trained.store.markers[i].double() @ weight + bias for i in cal], [examples[i].label for i in cal]
+        assert math.isclose(bounded_minimiser(scores, labels), TEMPERATURE_BOUNDS[0], rel_tol=1e-6)
+        assert reference_temperature(scores, labels) == (1.0, "separable")
+        calibration = entry["calibration"]
+        assert (entry["temperature"], entry["certification"]["temperature"]) == (1.0, 1.0), entry
+        assert (calibration["outcome"], calibration["temperature_min"], calibration["temperature_max"],
+                calibration["min_examples"]) == ("separable", *TEMPERATURE_BOUNDS, MIN_DEV_CAL), calibration
+        assert "WARNING" in summary[entry["name"]] and "separable" in summary[entry["name"]], summary
+    ordinary = trained.runs["float32"]
+    for name, text in _summary_of(ordinary, capsys).items():
+        assert ordinary.tasks[name].fit.outcome == "fitted" and "WARNING" not in text, text
+
+
+@pytest.mark.laya_claim("train.temperature.separable")
+def test_separable_head_serves_unsaturated_probabilities(trained, separable_run):
+    """Every dev_cal and dev_conf request, to the head whose dev_cal was separable, is served
+    probabilities strictly between 0 and 1 (at the bound 1/16, over a third round to 1.0).
+    No temperature can promise this for any input: it holds while the head's own score gap
+    stays below 16 (docs/training.md)."""
+    run, _ = separable_run
+    for i in trained.splits["dev_cal"] + trained.splits["dev_conf"]:
+        served = run.head.predict(trained.examples[i].request).probabilities
+        assert 0.0 < min(served) and max(served) < 1.0, (trained.examples[i].id, served)
+
+
 # --- certified bound -----------------------------------------------------------------
 
 @pytest.mark.laya_claim("train.certify.bound")
@@ -304,15 +417,6 @@ def test_calibration_and_thresholds_stay_per_head(trained):
 # --- provenance: which split each task's numbers came from --------------------------
 
 
-def reference_temperature(scores: list[torch.Tensor], labels: list[int]) -> float:
-    """argmin over T in [0.01, 100] of the float64 NLL of softmax(scores / T); the NLL is
-    convex in 1/T, so a bounded scalar search on log T finds the minimiser."""
-    def nll(log_t: float) -> float:
-        return -sum(float(torch.log_softmax(z / math.exp(log_t), dim=0)[y]) for z, y in zip(scores, labels)) / len(labels)
-    return math.exp(minimize_scalar(nll, bounds=(math.log(1e-2), math.log(1e2)), method="bounded",
-                                    options={"xatol": 1e-9}).x)
-
-
 def split_sha256(trained: Trained, indices: list[int]) -> str:
     """The documented split digest: sha256 of the compact JSON [[id, token ids, label], ...]."""
     rows = [[trained.examples[i].id, list(trained.rendered[i].token_ids), trained.examples[i].label] for i in indices]
@@ -324,8 +428,9 @@ def split_sha256(trained: Trained, indices: list[int]) -> str:
 def test_each_task_is_fitted_on_its_own_splits(trained, kind):
     """For every task of a two-task head, recomputed from head.json's bytes and the served
     probabilities: the temperature is the NLL minimiser on that task's dev_cal alone (float64,
-    scipy), the act threshold and certificate are the fixed-sequence result on that task's
-    dev_conf (start chosen on its dev_cal), and the split names, sizes and digests say so."""
+    scipy, the documented interval and rules, the outcome recorded), the act threshold and
+    certificate are the fixed-sequence result on that task's dev_conf (start chosen on its
+    dev_cal), and the split names, sizes and digests say so."""
     directory = Path(trained.runs[kind].head.source)
     model = laya.load_artifact(directory)
     for index, entry in enumerate(json.loads(pinned_bytes(directory, "head_config"))["tasks"]):
@@ -333,10 +438,12 @@ def test_each_task_is_fitted_on_its_own_splits(trained, kind):
         cal, conf = ([i for i in trained.splits[split] if trained.examples[i].request.task == name]
                      for split in ("dev_cal", "dev_conf"))
         weight, bias = readout_row(directory, index)
-        temperature = reference_temperature([trained.store.markers[i].double() @ weight + bias for i in cal],
-                                            [trained.examples[i].label for i in cal])
+        temperature, outcome = reference_temperature([trained.store.markers[i].double() @ weight + bias for i in cal],
+                                                     [trained.examples[i].label for i in cal])
         assert math.isclose(entry["temperature"], temperature, rel_tol=1e-4), (name, entry["temperature"], temperature)
         calibration, certification = entry["calibration"], entry["certification"]
+        assert (calibration["outcome"], calibration["temperature_min"], calibration["temperature_max"],
+                calibration["min_examples"]) == (outcome, *TEMPERATURE_BOUNDS, MIN_DEV_CAL), calibration
         assert (calibration["split"], calibration["examples"], calibration["split_sha256"]) == (
             "dev_cal", len(cal), split_sha256(trained, cal))
         assert (certification["split"], certification["examples"], certification["split_sha256"]) == (

@@ -4,16 +4,26 @@ Each worker pins its threads before any torch work, joins the group through a
 file:// rendezvous in a fresh private directory (no guessed ports), then runs jobs
 sent to it. Jobs and replies travel as torch.save bytes (tensors inline, no shared
 memory). Every wait is bounded; a rank that dies, errs in a collective job, or
-does not answer in time makes the group shut down all its processes and raise.
+does not answer in time makes the group shut down all its processes, remove the
+private directory and raise DistributedError naming the phase and the rank.
+
+Blame goes to the cause, not to the ranks it left waiting: a communication error (one
+raised inside torch.distributed: a vanished peer, a gloo or store timeout) waits
+COMM_GRACE_S for a death or a rank's own error to explain it, and a missed
+deadline names the pending ranks that were not blocked in torch.distributed, read
+from a stack dump each worker writes on SIGUSR1 (faulthandler).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import io
 import multiprocessing as mp
 import os
+import re
 import resource
 import shutil
+import signal
 import tempfile
 import time
 import traceback
@@ -22,10 +32,16 @@ from datetime import timedelta
 from multiprocessing.connection import wait
 
 import torch
+import torch.distributed as dist
 
 from laya.errors import DistributedError
 
 from .numerics import pin_threads
+
+RENDEZVOUS = "rendezvous"
+COMM_GRACE_S = 2.0   # how long a rank's communication error waits for its cause (a death, a raise)
+DUMP_WAIT_S = 1.0    # how long a missed deadline waits for the pending ranks' stack dumps
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
 
 
 def _dumps(obj) -> bytes:
@@ -51,13 +67,49 @@ def peak_rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _serve(rank: int, world: int, init_file: str, conn, timeout_s: float) -> None:
-    pin_threads()
-    import torch.distributed as dist
+def _stack_file(directory: str, rank: int) -> str:
+    return os.path.join(directory, f"rank{rank}.stack")
 
-    if world > 1:
-        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
-                                timeout=timedelta(seconds=timeout_s))
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
+
+
+def _waiting_in_torch_distributed(filename: str) -> bool:
+    return f"{os.sep}torch{os.sep}distributed{os.sep}" in filename
+
+
+def _send_error(conn, rank: int, error: BaseException) -> None:
+    """Reply ("err", error, traceback, communication): communication when it was raised inside
+    torch.distributed, i.e. while this rank waited on its peers (a vanished peer, a timeout)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    comm = isinstance(error, dist.DistError) or bool(frames and _waiting_in_torch_distributed(frames[-1].filename))
+    tb = traceback.format_exc()
+    try:
+        payload = _dumps(("err", error, tb, comm))
+    except Exception:  # an unpicklable error still has to arrive as a clear one
+        payload = _dumps(("err", DistributedError(f"rank {rank}: {error!r}"), tb, comm))
+    conn.send_bytes(payload)
+
+
+def _serve(rank: int, world: int, directory: str, conn, timeout_s: float, startup) -> None:
+    stacks = open(_stack_file(directory, rank), "w")  # kept open: faulthandler writes to its fd
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    pin_threads()
+    try:
+        if startup is not None:
+            startup(rank)
+        conn.send_bytes(_dumps(("joining", None)))
+        if world > 1:
+            dist.init_process_group("gloo", init_method=f"file://{os.path.join(directory, 'rendezvous')}",
+                                    rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
+    except BaseException as e:  # noqa: BLE001 - reported to the orchestrator, which stops the group
+        _send_error(conn, rank, e)
+        try:
+            conn.recv_bytes()  # stay until stopped: exiting now would read as the cause
+        except (EOFError, OSError):
+            pass
+        return
     conn.send_bytes(_dumps(("ok", {"pid": os.getpid(), "rss": peak_rss_bytes()})))
     while True:
         try:
@@ -69,12 +121,9 @@ def _serve(rank: int, world: int, init_file: str, conn, timeout_s: float) -> Non
         try:
             reply = ("ok", fn(rank, *args, **kwargs))
         except BaseException as e:  # noqa: BLE001 - reported to the orchestrator, which decides
-            reply = ("err", e, traceback.format_exc())
-        try:
-            payload = _dumps(reply)
-        except Exception:  # an unpicklable error still has to arrive as a clear one
-            payload = _dumps(("err", DistributedError(f"rank {rank}: {reply[1]!r}"), reply[-1]))
-        conn.send_bytes(payload)
+            _send_error(conn, rank, e)
+            continue
+        conn.send_bytes(_dumps(reply))
     if world > 1:
         dist.destroy_process_group()
 
@@ -102,18 +151,42 @@ def _terminate(procs: list, conns: list, tmp: str, graceful: bool) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _innermost(dump: str) -> dict | None:
+    """The innermost frame of the worker's main thread in a faulthandler dump: the thread running
+    _serve, or, when a deep stack was cut before reaching it, the last one listed (the oldest)."""
+    threads = [[m.groupdict() for m in _FRAME.finditer(section)] for section in dump.split("\n\n")]
+    threads = [frames for frames in threads if frames]
+    main = [frames for frames in threads if any(f["name"] == "_serve" for f in frames)] or threads[-1:]
+    return main[0][0] if main else None
+
+
+
 class Group:
     """world_size worker processes; run(fn, ...) calls fn(rank, ...) on the chosen ranks.
 
     A job on several ranks is collective: the first error from any rank shuts the
-    group down (the others may be blocked on it). A job on one rank is local: its
-    errors are re-raised and the group stays up. The group restarts on the next run.
+    group down (the others may be blocked on it) and raises DistributedError naming
+    the job and the rank. A job on one rank is local: its errors are re-raised as
+    they are and the group stays up. The group restarts on the next run.
+
+    Bounds: starting takes at most start_timeout_s; once the first rank reaches the
+    rendezvous, every rank must have joined within rendezvous_timeout_s; a job
+    answers within its timeout_s (default: the group's, which is also gloo's
+    timeout for every operation). A failure then costs at most COMM_GRACE_S and
+    DUMP_WAIT_S more, plus the shutdown (terminate, then kill after 5 s).
+
+    startup, when given, is a picklable function called as startup(rank) in every
+    worker before it joins the rendezvous (per-rank setup; the fault tests use it
+    to make one rank raise, hang or die there).
     """
 
-    def __init__(self, world_size: int = 3, *, timeout_s: float = 120.0, start_timeout_s: float = 180.0):
+    def __init__(self, world_size: int = 3, *, timeout_s: float = 120.0, start_timeout_s: float = 180.0,
+                 rendezvous_timeout_s: float = 60.0, startup=None):
         self.world_size = world_size
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
+        self.rendezvous_timeout_s = rendezvous_timeout_s
+        self.startup = startup
         self._procs: list = []
         self._conns: list = []
         self._finalizer = None
@@ -126,19 +199,21 @@ class Group:
     def start(self) -> None:
         self.close()
         ctx = mp.get_context("spawn")
-        tmp = tempfile.mkdtemp(prefix="laya-evolution-group-")
-        init_file = os.path.join(tmp, "rendezvous")
-        for rank in range(self.world_size):
-            ours, theirs = ctx.Pipe()
-            p = ctx.Process(target=_serve, args=(rank, self.world_size, init_file, theirs, self.timeout_s),
-                            daemon=True, name=f"laya-evolution-rank{rank}")
-            p.start()
-            theirs.close()
-            self._procs.append(p)
-            self._conns.append(ours)
+        tmp = self._tmp = tempfile.mkdtemp(prefix="laya-evolution-group-")
         self._finalizer = weakref.finalize(self, _terminate, self._procs, self._conns, tmp, False)
-        self._tmp = tmp
-        replies = self._collect(range(self.world_size), time.monotonic() + self.start_timeout_s, "start", True)
+        try:
+            for rank in range(self.world_size):
+                ours, theirs = ctx.Pipe()
+                p = ctx.Process(target=_serve, args=(rank, self.world_size, tmp, theirs, self.timeout_s, self.startup),
+                                daemon=True, name=f"laya-evolution-rank{rank}")
+                self._conns.append(ours)
+                p.start()
+                theirs.close()
+                self._procs.append(p)
+        except BaseException:  # a spawn that fails (or Ctrl-C) still stops the others and removes tmp
+            self.close(graceful=False)
+            raise
+        replies = self._collect(range(self.world_size), self.start_timeout_s, RENDEZVOUS, True)
         self.start_info = [replies[r][1] for r in range(self.world_size)]
 
     def run(self, fn, *args, ranks=None, timeout_s: float | None = None, **kwargs) -> list:
@@ -146,52 +221,114 @@ class Group:
         if not self.alive:
             self.start()
         ranks = list(range(self.world_size)) if ranks is None else list(ranks)
-        what = f"{fn.__module__}.{fn.__qualname__} on ranks {ranks}"
         message = _dumps((fn, args, kwargs))
         for r in ranks:
             self._conns[r].send_bytes(message)
-        collective = len(ranks) > 1
-        replies = self._collect(ranks, time.monotonic() + (timeout_s or self.timeout_s), what, collective)
+        phase = f"{fn.__module__}.{fn.__qualname__} on ranks {ranks}"
+        replies = self._collect(ranks, timeout_s or self.timeout_s, phase, len(ranks) > 1)
         for r in ranks:
             if replies[r][0] == "err":
-                self._raise(r, replies[r], what)
+                error, tb = replies[r][1], replies[r][2]
+                error.add_note(f"raised in rank {r} during {phase}:\n{tb}")
+                raise error
         return [replies[r][1] for r in ranks]
 
-    def _collect(self, ranks, deadline: float, what: str, fail_fast: bool) -> dict:
+    def _collect(self, ranks, timeout_s: float, phase: str, collective: bool) -> dict:
+        """Every rank's reply, or the group stopped and DistributedError naming the cause."""
+        start = time.monotonic()
         pending = {r: self._conns[r] for r in ranks}
         replies: dict = {}
+        lost: dict = {}  # rank -> (error, traceback, when): communication errors, waiting for a cause
+        joined = None    # when the first rank reached the rendezvous
         sentinels = {p.sentinel: r for r, p in enumerate(self._procs)}
         while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.close(graceful=False)
-                raise DistributedError(f"{what}: ranks {sorted(pending)} gave no answer in time; "
-                                       "all processes of the group were stopped")
-            ready = wait(list(pending.values()) + list(sentinels), timeout=min(remaining, 1.0))
+            now = time.monotonic()
+            limits = [(start + timeout_s, f"within {timeout_s:g} s")]
+            if joined is not None:
+                limits.append((joined + self.rendezvous_timeout_s,
+                               f"within {self.rendezvous_timeout_s:g} s of the first rank reaching the rendezvous"))
+            if lost:
+                limits.append((min(when for _, _, when in lost.values()) + COMM_GRACE_S,
+                               f"within {COMM_GRACE_S:g} s of a peer's communication error"))
+            limit, bound = min(limits)
+            if now >= limit:
+                self._no_answer(phase, sorted(pending), bound, lost)
+            ready = wait(list(pending.values()) + list(sentinels), timeout=min(limit - now, 1.0))
             for r, conn in list(pending.items()):
-                if conn in ready:
-                    try:
-                        replies[r] = _loads(conn.recv_bytes())
-                    except (EOFError, OSError):
-                        continue  # the process is gone; reported below
-                    del pending[r]
-                    if fail_fast and replies[r][0] == "err":
-                        self.close(graceful=False)
-                        self._raise(r, replies[r], what)
+                if conn not in ready:
+                    continue
+                try:
+                    reply = _loads(conn.recv_bytes())
+                except (EOFError, OSError):
+                    continue  # the process is gone; reported below
+                if reply[0] == "joining":
+                    joined = joined or time.monotonic()
+                    continue
+                del pending[r]
+                if collective and reply[0] == "err":
+                    if reply[3]:
+                        lost[r] = (reply[1], reply[2], time.monotonic())
+                        continue
+                    self._fail(phase, [r], f"rank {r} raised {type(reply[1]).__name__}: {reply[1]}",
+                               cause=reply[1], tb=reply[2])
+                replies[r] = reply
             dead = [(r, p.exitcode) for r, p in enumerate(self._procs) if p.exitcode is not None]
-            if dead and (pending or fail_fast):
-                self.close(graceful=False)
+            if dead and (pending or collective):
                 r, code = dead[0]
-                raise DistributedError(f"{what}: rank {r} died (exit code {code}); "
-                                       "all processes of the group were stopped")
+                self._fail(phase, [r], f"rank {r} died (exit code {code})")
+        if lost:
+            self._lost(phase, lost)
         return replies
 
-    def _raise(self, rank: int, reply, what: str):
-        error, tb = reply[1], reply[2]
-        if isinstance(error, BaseException):
-            error.add_note(f"raised in rank {rank} during {what}:\n{tb}")
-            raise error
-        raise DistributedError(f"rank {rank} failed during {what}:\n{tb}")
+    def _no_answer(self, phase: str, pending: list[int], bound: str, lost: dict):
+        """Stop the group after a missed deadline, blaming the pending ranks not waiting in torch.distributed."""
+        where = self._where(pending)
+        busy = [r for r in pending if where[r] is None or not _waiting_in_torch_distributed(where[r]["file"])]
+        if not busy and lost:  # every pending rank waits on its peers: the rank whose own wait failed first
+            self._lost(phase, lost)
+        blamed = busy or pending
+        stuck = "; ".join(f"rank {r} " + ("stack unavailable" if where[r] is None else
+                                          f"in {where[r]['name']} ({os.path.basename(where[r]['file'])}:{where[r]['line']})")
+                          for r in blamed)
+        waiting = [r for r in pending if r not in blamed]
+        also = (f"; ranks {waiting} were waiting in torch.distributed" if waiting else "") + \
+               (f"; ranks {sorted(lost)} lost their peers" if lost else "")
+        self._fail(phase, blamed, f"{_ranks(blamed)} gave no answer {bound} ({stuck}){also}")
+
+    def _lost(self, phase: str, lost: dict):
+        r, (error, tb, _) = min(lost.items(), key=lambda item: item[1][2])
+        self._fail(phase, [r], f"rank {r} lost its peers: {type(error).__name__}: {error}", cause=error, tb=tb)
+
+    def _where(self, ranks: list[int]) -> dict:
+        """Each live rank's innermost frame, from the stack dump it writes on SIGUSR1 (once: the group then stops)."""
+        asked = []
+        for r in ranks:
+            if self._procs[r].is_alive():
+                try:
+                    os.kill(self._procs[r].pid, signal.SIGUSR1)
+                    asked.append(r)
+                except OSError:
+                    pass
+        where = dict.fromkeys(ranks)
+        deadline = time.monotonic() + DUMP_WAIT_S
+        while asked and time.monotonic() < deadline:
+            time.sleep(0.05)
+            for r in list(asked):
+                try:
+                    with open(_stack_file(self._tmp, r)) as fh:
+                        where[r] = _innermost(fh.read())
+                except OSError:
+                    pass
+                if where[r] is not None:
+                    asked.remove(r)
+        return where
+
+    def _fail(self, phase: str, ranks: list[int], what: str, cause=None, tb: str | None = None):
+        self.close(graceful=False)
+        if cause is not None and tb:
+            cause.add_note(f"traceback in rank {ranks[0]}:\n{tb}")
+        raise DistributedError(f"{phase}: {what}; all processes of the group were stopped",
+                               phase=phase, ranks=ranks) from cause
 
     def close(self, graceful: bool = True) -> None:
         if self._finalizer is not None:

@@ -7,7 +7,9 @@ own numeric profile, the exact microbatch, labels and weights) before it is used
 
 from __future__ import annotations
 
-from laya.errors import LayaError
+import torch
+
+from laya.errors import FeaturePacketError, LayaError
 
 from .certify import check_certificate
 from .group import peak_rss_bytes
@@ -26,12 +28,23 @@ def sizes(ws: Workspace) -> dict:
     return {"learner_bytes": learner, "parent_bytes": 4 * cfg.total_params()}
 
 
+def check_token_weights(weights: torch.Tensor, index: int) -> None:
+    """Refuse weights that define no objective: Σ w·CE / Σ w needs finite weights >= 0, not all 0."""
+    if not bool(torch.isfinite(weights).all() and (weights >= 0).all()):
+        raise FeaturePacketError(f"microbatch {index}: token weights must be finite and >= 0",
+                                 field="objective_weights")
+    if not bool((weights > 0).any()):
+        raise FeaturePacketError(f"microbatch {index}: every token weight is 0, so the weighted loss "
+                                 "(Σ w·CE / Σ w) is 0/0", field="objective_weights")
+
+
 def load_packets(ws: Workspace, head_state: dict, *, require_certificate: bool) -> dict:
     """Reload and verify every packet the schedule uses; returns {index: (streams, certificate digest)}."""
     tokenizer = read_tokenizer_digest(ws.tokenizer_file)
     loaded = {}
     for i in sorted(set(ws.exp.schedule())):
         mb = ws.microbatches[i]
+        check_token_weights(mb.weights, i)
         expected = expected_binding(ws, mb, tokenizer_digest=tokenizer, head_state=head_state)
         streams, binding = read_packet(ws.packet(i), expected, ws.exp.layout.streams)
         cert = check_certificate(ws.packet(i), binding, mb.input_digest()) if require_certificate else None

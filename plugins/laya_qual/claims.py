@@ -42,6 +42,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "symlink, is refused with ArtifactError naming the path."),
     Claim("artifact.unlisted",
           "A file in the artifact directory that the manifest does not list is refused."),
+    Claim("artifact.atomic-write",
+          "write_artifact_files produces exactly the given files, byte for byte, plus a manifest "
+          "pinning each (into a new name or an existing empty directory), or nothing: an OS error "
+          "while writing any file, or a SIGINT just before publication, leaves the parent directory "
+          "as it was (no directory under the name, no temporary beside it); an existing file or "
+          "non-empty directory under the name is refused with a LayaError naming it and left untouched."),
     Claim("adapter.refuse.standalone",
           "A non-null `adapter` payload in the manifest is refused by load_artifact with "
           "UnsupportedAdapter."),
@@ -55,6 +61,15 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A pinned weights file (encoder or head) holding a NaN or an infinity in any floating "
           "tensor is refused at load with an ArtifactError naming the file and the tensor, even "
           "when the manifest pins exactly those bytes."),
+    Claim("artifact.fuzz",
+          "One file of the artifact (any pinned role, re-pinned after the edit, or the manifest itself), "
+          "mutated by laya_qual.synth.fuzz (bit flips, truncation, insertion, deletion, JSON values "
+          "replaced by other types or extremes, deleted and repeated keys, safetensors header edits), is "
+          "refused with a LayaError subclass or loads and serves probabilities that are finite, within "
+          "[0, 1], sum to 1 and are bitwise equal standalone and shared. A repeated key or a number no "
+          "finite JSON number spells (NaN, 1e999, past 4300 digits) in laya's own JSON is always "
+          "refused, as is each named boundary edit, naming the file. Every example answers within 20x "
+          "the clean artifact's load-and-serve time (at least 5 s)."),
     Claim("artifact.parse-hashed",
           "Every pinned file (every role) is parsed from the bytes that were hashed, by both loader "
           "families (load_artifact; load_artifact_base with or without a base directory, then "
@@ -160,6 +175,18 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("gate.concurrency",
           "Concurrent requests with random cancels never deadlock, equal a serial run, and leave "
           "cache stats consistent."),
+    Claim("serve.soak",
+          "8 threads serve 2000 mixed requests (per Hypothesis example) over every head under "
+          "qualification (synthetic default: float32, int8 and transformer on one base) with a cache "
+          "budget of about half the working set's bytes: a cancel set before the call always gives "
+          "Cancelled, one firing at a random point gives Cancelled or the full prediction, a request "
+          "without one completes; every completed prediction equals a serial cache-off run bitwise "
+          "(probabilities, decision, head digest); over-budget and malformed requests get exactly their "
+          "named LayaError (BudgetExceeded, RequestError, UnknownAdapter with the field); cache bytes, "
+          "sampled during the run, never exceed the budget and match the entry count; counters never "
+          "decrease; at the end completed <= hits + misses <= completed + cancelled, misses that left no "
+          "entry or eviction are at most the cancelled ones, bytes equal the documented sizes of the "
+          "cached sequences; no 10 s pass without a request finishing (no deadlock)."),
     Claim("serve.finite",
           "Finite weights that overflow float32 for some input (an embedding row of 3e38, a "
           "temperature of 1e-39) give a NumericError naming the stage (encoder states, scores, "
@@ -171,6 +198,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "budget, a non-finite answer) yields an error object with its line number; "
           "output order is input order; no line is lost; the command exits 3 when any line "
           "failed and prints the count on stderr."),
+    Claim("jsonl.fuzz",
+          "A JSONL stream of valid and mutated request lines (JSON edits of any field, byte edits, "
+          "deep nesting, megabyte lines) gets exactly one output object per input line, in order: a "
+          "prediction whose probabilities are finite, within [0, 1] and sum to 1, or an error object "
+          "naming a LayaError subclass; every output is strict JSON (no NaN or Infinity); nothing "
+          "escapes as an exception."),
     # --- bench: benchmark claims (measured, never asserted) --------------------------
     Claim("bench.cache.hit-vs-miss",
           "Adapters.predict with a warm cache and with a cold one return equal predictions; "
@@ -210,6 +243,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "For over- and under-confident heads (property over seeds), the temperature fitted on "
           "dev_cal strictly lowers the served dev_cal NLL and lies on the side of 1 that undoes "
           "the miscalibration."),
+    Claim("train.temperature.separable",
+          "The fitted temperature follows the documented rule, recomputed with scipy (property "
+          "over score sets, with each boundary as an explicit example): T is the NLL minimiser "
+          "over [1/16, 16], exactly the bound when the minimum lies at or beyond it; a dev_cal "
+          "with fewer than 30 examples or separable (every label top-scored) keeps T = 1. A head "
+          "whose dev_cal is separable records that outcome, the bounds and the minimum in "
+          "head.json, the train summary warns (and does not for an ordinary fit), and it serves "
+          "every dev_cal and dev_conf request probabilities strictly between 0 and 1."),
     Claim("train.certify.bound",
           "The Clopper-Pearson bound and binomial p-values equal scipy's; the certifier equals a "
           "reference fixed-sequence procedure (documented grid, dev_cal start, stop at the first "
@@ -273,7 +314,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A packet offered with shifted labels is refused naming field `labels`."),
     Claim("learner.rejects.objective-weights",
           "A packet offered with a different retention weight or token weights is refused naming "
-          "field `objective_weights`."),
+          "field `objective_weights`, and so is a microbatch whose token weights are all 0 (the "
+          "weighted loss would be 0/0) or include a negative one, even with a packet bound to exactly "
+          "those weights."),
     Claim("learner.rejects.head-state",
           "A packet offered to a learner whose read-only output-head replica differs in one value "
           "is refused naming field `head_state`."),
@@ -303,6 +346,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "When a rank of the 3-process group dies mid-job, or a job outlives its timeout, the "
           "caller gets DistributedError naming the rank(s) within bounded time and every process "
           "of the group is stopped."),
+    Claim("learner.group.faults",
+          "A non-zero rank that hangs before joining the rendezvous (the other ranks' own store timeouts "
+          "firing first) or in the middle of feature production (the others blocked in gloo) ends in "
+          "DistributedError whose message and fields name the phase and that rank alone, told from the "
+          "ranks waiting on it by where each was stuck, within the missed timeout plus the group's "
+          "grace, stack-dump and shutdown allowances; every worker pid is reaped, no child process or "
+          "file of the private rendezvous directory is left, and a fresh group on the same machine "
+          "then answers a collective job correctly."),
     Claim("learner.oracle.update",
           "Each of 8 updates of the feature learner matches, from the learner's own previous state, "
           "a float64 reference written from the documented objective (tail blocks, final norm + tied "
@@ -350,6 +401,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "how the suite was started."),
     Claim("report.verify.tamper",
           "Changing any single byte of any bundle line makes `laya-qual verify` fail."),
+    Claim("report.verify.fuzz",
+          "A signed bundle mutated by laya_qual.synth.fuzz (byte edits, envelope JSON edits, payload "
+          "edits keeping the signatures) is refused with VerifyError, or is accepted only with "
+          "statements equal to those that were signed; nothing else escapes, within 5 s."),
     Claim("report.verify.agreement",
           "A validly signed statement that disagrees with its companion (result, test lists, "
           "subjects, claim verdicts vs evidence) makes `laya-qual verify` fail."),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from laya.interrupts import SignalExit
 from laya_qual import __version__
 from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key,
                                public_key_path)
@@ -37,12 +38,16 @@ def main() -> None:
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--encrypt", is_flag=True, help=f"encrypt the private key with the password in ${PASSWORD_ENV}")
 def keygen_cmd(path: Path, encrypt: bool) -> None:
-    """Write an Ed25519 private key at PATH (mode 0600) and its public key at PATH.pub."""
+    """Write an Ed25519 private key at PATH (mode 0600) and its public key at PATH.pub.
+
+    Neither may exist yet. Both appear complete or not at all: an interrupted keygen
+    leaves neither (SIGINT/SIGTERM exit 130/143)."""
     password = os.environ.get(PASSWORD_ENV, "").encode()
     if encrypt and not password:
         raise click.UsageError(f"--encrypt needs the password in ${PASSWORD_ENV}")
     try:
-        public = keygen(path, password if encrypt else None)
+        with SignalExit():  # SIGINT/SIGTERM: the temporaries are removed, exit 130/143
+            public = keygen(path, password if encrypt else None)
     except (SigningError, OSError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"private key: {path} (keep it secret{'; encrypted' if encrypt else ''})\npublic key:  {public}")
@@ -188,7 +193,10 @@ def _signing_key(key: str | None) -> str:
         return key or os.environ[KEY_ENV]
     dev = dev_key_path()
     if not dev.exists():
-        keygen(dev)
+        try:
+            keygen(dev)
+        except (SigningError, OSError) as e:
+            raise click.ClickException(f"cannot create the development key: {e}") from None
         click.secho(f"created development key {dev}", fg="yellow", err=True)
     click.secho(f"SIGNING WITH THE DEVELOPMENT KEY {dev}: fine for local checks, never for a "
                 f"release report (use --key or ${KEY_ENV}); the report records it", fg="yellow", bold=True, err=True)

@@ -334,6 +334,7 @@ class Assembler:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from laya.atomic import write_file
         from laya_qual.signing import write_bundle
         from laya_qual.claims import CLAIMS
         from laya_qual.report import build_claims, build_statements
@@ -343,12 +344,12 @@ class Assembler:
         this_pass = {"workers": self.config.getoption("numprocesses", None),
                      "benchmarks": self.config.getoption("laya_benchmarks"), "exitStatus": int(exitstatus),
                      "tests": len(self.records)}
-        if self.evidence_out:
-            Path(self.evidence_out).write_text(json.dumps({
+        if self.evidence_out:  # like the bundle: replaced whole, never left truncated
+            write_file(self.evidence_out, replace=True, data=json.dumps({
                 "format": EVIDENCE_FORMAT, "run": self._run_facts(), "pass": this_pass,
                 "reproduce": reproduce_command(self.config, self.config.getoption("hypothesis_seed", None)),
                 "collectionErrors": sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors),
-                "records": sorted(self.records.values(), key=lambda r: r["test"])}, indent=1) + "\n")
+                "records": sorted(self.records.values(), key=lambda r: r["test"])}, indent=1).encode() + b"\n")
         if self.path is None:
             return
         claims = build_claims(CLAIMS, self._records())

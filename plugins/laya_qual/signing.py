@@ -20,6 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from securesystemslib.exceptions import UnverifiedSignatureError, VerificationError
 from securesystemslib.signer import SIGNER_FOR_URI_SCHEME, CryptoSigner, Key, Signature, Signer, SSlibKey
 
+from laya.atomic import write_file, write_files
+from laya.errors import OutputExists
+
 KEY_ENV = "LAYA_QUAL_SIGNING_KEY"
 PASSWORD_ENV = "LAYA_QUAL_SIGNING_KEY_PASSWORD"
 PUBLIC_KEY_ENV = "LAYA_QUAL_SIGNING_PUBLIC_KEY"
@@ -37,22 +40,27 @@ def dev_key_path() -> Path:
 
 
 def keygen(path: Path, password: bytes | None = None) -> Path:
-    """Write a new Ed25519 private key at ``path`` (PKCS#8 PEM, mode 0600, encrypted when
-    a password is given) and its public key at ``path.pub``."""
+    """Write a new Ed25519 private key at ``path`` (PKCS#8 PEM, mode 0600 from creation,
+    encrypted when a password is given) and its public key at ``path.pub``.
+
+    Both are written to temporary siblings and published only when complete, public key
+    first: a private key at ``path`` always has its ``.pub`` beside it, and an interrupted
+    keygen leaves neither (laya.atomic). Neither file may exist yet."""
     path = Path(path)
-    if path.exists():
-        raise SigningError(f"{path}: already exists (refusing to overwrite a key)")
+    public_path = path.with_name(path.name + ".pub")
+    for existing in (path, public_path):
+        if os.path.lexists(existing):
+            raise SigningError(f"{existing}: already exists (refusing to overwrite a key)")
     private = Ed25519PrivateKey.generate()
     encryption = (serialization.BestAvailableEncryption(password) if password
                   else serialization.NoEncryption())
     pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(pem)
-    public_path = path.with_name(path.name + ".pub")
-    public_path.write_bytes(private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    public = private.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo)
+    try:
+        write_files([(public_path, public, 0o666), (path, pem, 0o600)])
+    except OutputExists as e:
+        raise SigningError(f"{e.file}: already exists (refusing to overwrite a key)") from None
     return public_path
 
 
@@ -180,8 +188,8 @@ def open_envelope(env: object, public: Key) -> tuple[str, bytes]:
 
 def write_bundle(path: Path, payloads: tuple[bytes, ...], signer: Signer | None,
                  payload_type: str = "application/vnd.in-toto+json") -> None:
-    """One compact DSSE envelope per line (``*.intoto.jsonl``)."""
+    """One compact DSSE envelope per line (``*.intoto.jsonl``), written to a temporary
+    sibling and renamed over ``path``: a reader finds the earlier bundle or the new one,
+    complete, never a truncated one (docs/report-format.md, "Writing the bundle")."""
     lines = [json.dumps(envelope(p, payload_type, signer), separators=(",", ":")) + "\n" for p in payloads]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(lines))
+    write_file(path, "".join(lines).encode("utf-8"), replace=True)

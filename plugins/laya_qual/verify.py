@@ -60,7 +60,7 @@ def parse_lines(data: bytes, path: Path | str) -> list[dict]:
             if text != text.strip() or not text:
                 raise ValueError("blank line or surrounding whitespace")
             envelopes.append(json.loads(text, object_pairs_hook=_no_duplicates))
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nesting past the parser's limit
             raise VerifyError(f"{path}: line {number} is not one JSON object ({e})") from None
     return envelopes
 
@@ -109,7 +109,7 @@ def _claimed_type(env: dict) -> str | None:
         return None
     try:
         stmt = json.loads(base64.b64decode(env.get("payload"), validate=True))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     return stmt.get("predicateType") if isinstance(stmt, dict) else None
 

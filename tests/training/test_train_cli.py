@@ -63,6 +63,10 @@ def test_train_refuses_an_existing_output_and_another_bases_store(cli_run, tmp_p
     (lambda t: t["certification"].update(risk_upper_bound=0.99), "certification.risk_upper_bound"),
     (lambda t: t["certification"].update(surprise=True), "certification.surprise"),
     (lambda t: t["calibration"].update(split_sha256="00"), "calibration.split_sha256"),
+    (lambda t: t["calibration"].update(outcome="collapsed"), "calibration.outcome"),
+    (lambda t: t["calibration"].update(temperature_min=0), "calibration.temperature_min"),
+    (lambda t: t["calibration"].pop("min_examples"), "calibration.min_examples"),
+    (lambda t: t["calibration"].update(method="temperature-nll-lbfgs"), "calibration.min_examples"),
     (lambda t: t.update(escalate_threshold=0.5), "escalate_threshold"),
 ])
 def test_certification_metadata_is_parsed_strictly(cli_run, tmp_path, change, field):
@@ -87,3 +91,18 @@ def test_uncertified_task_loads_as_never_act(cli_run, tmp_path):
     task["certification"].update(certified=False, acted=0, errors=0, coverage=0.0, risk_upper_bound=1.0)
     replace_pinned_file(directory, "head_config", canonical_json(config))
     assert laya.load_artifact(directory).tasks["answer"].act_threshold == math.inf
+
+
+def test_older_lbfgs_calibration_still_loads(cli_run, tmp_path):
+    """A head.json written before the bounded fit (method temperature-nll-lbfgs, no bounds or
+    outcome) still loads, with those fields None."""
+    directory = tmp_path / "older"
+    shutil.copytree(cli_run[0] / "head", directory)
+    config = json.loads(read_artifact_files(directory)["head_config"].data)
+    calibration = config["tasks"][0]["calibration"]
+    for key in ("temperature_min", "temperature_max", "min_examples", "outcome"):
+        del calibration[key]
+    calibration["method"] = "temperature-nll-lbfgs"
+    replace_pinned_file(directory, "head_config", canonical_json(config))
+    loaded = laya.load_artifact(directory).tasks["answer"].calibration
+    assert loaded.method == "temperature-nll-lbfgs" and loaded.outcome is None and loaded.temperature_min is None
