@@ -50,8 +50,8 @@ class VerifiedBase:
         self.sequence_format = parse_sequence_format(files["sequence_format"], self.config.type_vocab_size)
         shapes = encoder_parameter_shapes(self.config)
         tensors = load_tensors(files["encoder_weights"], {n: (s, torch.float32) for n, s in shapes.items()})
-        self._weights = FrozenWeights(Encoder(self.config), tensors, owner=f"base {self.source}")
-        self._weights.module.to(self.options.device)
+        self._weights = FrozenWeights(Encoder(self.config), tensors, owner=f"base {self.source}",
+                                      device=self.options.device)
         # What fixes the numbers an encode returns, besides the token ids: the cache key's prefix.
         self.identity = hashlib.sha256(
             ("laya-encoder-v1|float32|" + "|".join(self.pins[r] for r in BASE_ROLES)).encode()

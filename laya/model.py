@@ -56,8 +56,7 @@ class Head:
         specs = head_parameter_specs(self.config, base.hidden_size, base.config.layer_norm_eps)
         tensors = load_tensors(files["head_weights"], specs)
         self._weights = FrozenWeights(HeadModule(self.config, base.hidden_size, base.config.layer_norm_eps),
-                                      tensors, owner=f"head {self.source}")
-        self._weights.module.to(base.options.device)
+                                      tensors, owner=f"head {self.source}", device=base.options.device)
         self.digest = head_digest(files["head_config"], files["head_weights"])
 
     @property
@@ -106,7 +105,7 @@ class Head:
             check()
         require_finite(scores, "scores", f"head {self.source}")
         probabilities, decision = calibrated(scores, task)
-        require_finite(torch.tensor(probabilities), "probabilities", f"head {self.source}")
+        require_finite(torch.tensor(probabilities, device="cpu"), "probabilities", f"head {self.source}")
         return Prediction(task.name, probabilities, decision, self.digest, adapter_id)
 
 

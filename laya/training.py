@@ -78,7 +78,8 @@ def train_head(store: FeatureStore, examples: Sequence[Example], indices: Sequen
     optimizer = torch.optim.Adam([weight, bias], lr=config.learning_rate, foreach=False)
     generator = torch.Generator().manual_seed(config.seed)
     for _ in range(config.epochs):
-        for batch in torch.randperm(len(rows), generator=generator).split(config.batch_size):
+        # drawn from the CPU generator: one seed gives one order on any device
+        for batch in torch.randperm(len(rows), generator=generator, device="cpu").split(config.batch_size):
             scores = torch.einsum("bkh,bh->bk", features[batch], weight[rows[batch]]) + bias[rows[batch], None]
             logp = torch.log_softmax(scores.masked_fill(~mask[batch], float("-inf")), dim=1)
             loss = -(targets[batch] * logp.masked_fill(~mask[batch], 0.0)).sum(dim=1).mean()
@@ -93,11 +94,11 @@ def train_head(store: FeatureStore, examples: Sequence[Example], indices: Sequen
 def _batch(store: FeatureStore, examples: Sequence[Example], indices: Sequence[int], tasks: tuple[str, ...]):
     """Padded features [n, options, hidden], option mask, target distributions and task rows."""
     width = max(len(examples[i].request.options) for i in indices)
-    hidden = store.markers[indices[0]].shape[1]
-    features = torch.zeros(len(indices), width, hidden)
-    mask = torch.zeros(len(indices), width, dtype=torch.bool)
-    targets = torch.zeros(len(indices), width)
-    rows = torch.zeros(len(indices), dtype=torch.long)
+    hidden, device = store.markers[indices[0]].shape[1], store.markers[indices[0]].device
+    features = torch.zeros(len(indices), width, hidden, device=device)
+    mask = torch.zeros(len(indices), width, dtype=torch.bool, device=device)
+    targets = torch.zeros(len(indices), width, device=device)
+    rows = torch.zeros(len(indices), dtype=torch.long, device=device)
     for j, i in enumerate(indices):
         example = examples[i]
         if example.request.task not in tasks:
@@ -107,7 +108,7 @@ def _batch(store: FeatureStore, examples: Sequence[Example], indices: Sequence[i
         features[j, :k] = store.markers[i]
         mask[j, :k] = True
         if example.target is not None:
-            targets[j, :k] = torch.tensor(example.target)
+            targets[j, :k] = torch.tensor(example.target, device=device)
         else:
             targets[j, example.label] = 1.0
         rows[j] = tasks.index(example.request.task)

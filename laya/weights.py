@@ -49,10 +49,12 @@ class FrozenWeights:
     silently edited weights.
     """
 
-    def __init__(self, module: torch.nn.Module, tensors: Mapping[str, torch.Tensor], *, owner: str):
+    def __init__(self, module: torch.nn.Module, tensors: Mapping[str, torch.Tensor], *, owner: str,
+                 device: str = "cpu"):
         module.requires_grad_(False)
         module.load_state_dict(dict(tensors), strict=True, assign=True)
-        self.module = module.eval()
+        # Moved before the versions are recorded: a move makes new tensors with new counters.
+        self.module = module.to(device).eval()
         self.owner = owner
         self._versions = {name: t._version for name, t in module.state_dict(keep_vars=True).items()}
 

@@ -4,7 +4,8 @@
 #     twice in each arm (8 Adam updates), both layouts; every update and the serialized
 #     final tail must be bitwise equal (bench_evolution.py exits 1 otherwise);
 #  2. the seed-shaped configuration (seed-cpu) for the 4.7x comparison;
-#  3. the benchmark claims on CUDA, as a signed report (laya-qual run ... -k bench).
+#  3. the benchmark claims on CUDA, as a signed report (laya-qual run ... -k bench) that
+#     must pass every bench.* claim (laya-qual verify --require-claim).
 # Figures land as JSON/text under OUT (default reports/gpu-probe-<UTC time>); copy them
 # into docs/benchmarks.md. parent-1.7b needs ~64 GB host RAM and ~10 GB disk.
 # Usage: scripts/gpu-probe.sh [OUT]
@@ -31,5 +32,15 @@ for layout in appended fixed-tail; do
   run "parent-1.7b-$layout" --config parent-1.7b --layout "$layout" --microbatch 4 --microbatches 4 --updates 8
   run "seed-cpu-$layout" --config seed-cpu --layout "$layout" --profile
 done
-.venv/bin/laya-qual run -n 0 --out "$out/bench.intoto.jsonl" -- --laya-device cuda -k bench 2>&1 | tee "$out/report.txt"
+bundle="$out/bench.intoto.jsonl"
+rc=0
+.venv/bin/laya-qual run -n 0 --out "$bundle" -- --laya-device cuda -k bench 2>&1 | tee "$out/report.txt" || rc=$?
+# -k bench leaves every other claim not evaluated, so a good run is WARNED (exit 3), never
+# PASSED; what must hold is that the signed report passes every bench.* claim.
+[ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || exit "$rc"
+pub=$($py -c 'import os; from laya_qual.signing import KEY_ENV, dev_key_path, public_key_path
+print(public_key_path(os.environ.get(KEY_ENV) or str(dev_key_path())))')
+required=$(.venv/bin/laya-qual claims --json | $py -c 'import json, sys
+print(" ".join("--require-claim " + c["id"] for c in json.load(sys.stdin) if c["id"].startswith("bench.")))')
+.venv/bin/laya-qual verify "$bundle" --public-key "$pub" $required | tee -a "$out/report.txt"
 echo "figures in $out"

@@ -42,7 +42,7 @@ class Wire:
 
     @staticmethod
     def recv(shape, dtype, src: int) -> torch.Tensor:
-        buf = torch.empty(shape, dtype=dtype)
+        buf = torch.empty(shape, dtype=dtype, device="cpu")  # gloo receives into CPU memory only
         dist.recv(buf, src)
         return buf
 

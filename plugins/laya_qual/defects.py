@@ -281,7 +281,7 @@ DEFECTS: tuple[Defect, ...] = (
        "",
        "the finiteness check kept at the end of the pipeline only: NaN states are blamed on the head"),
     _d("serve.probabilities-unchecked", "serve", "serve.finite", "laya/model.py",
-       '        require_finite(torch.tensor(probabilities), "probabilities", f"head {self.source}")\n',
+       '        require_finite(torch.tensor(probabilities, device="cpu"), "probabilities", f"head {self.source}")\n',
        "",
        "scores checked, the softmax's output not: a temperature near zero serves NaN probabilities"),
     # --- jsonl ---------------------------------------------------------------------------
