@@ -88,6 +88,17 @@ def read_artifact_files(directory: str | os.PathLike, *, require_head: bool = Tr
     return ArtifactFiles(root, files)
 
 
+def require_new_artifact_dir(directory: str | os.PathLike) -> Path:
+    """``directory`` if an artifact may be written there (absent, or an empty directory);
+    ArtifactError naming it otherwise. Callers with long work ahead check this first."""
+    root = Path(directory)
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise ArtifactError("refusing to write: the path exists and is not a directory", file=str(root))
+    if root.exists() and any(root.iterdir()):
+        raise ArtifactError("refusing to write into a non-empty directory", file=str(root))
+    return root
+
+
 def write_artifact_files(directory: str | os.PathLike, files: Mapping[str, tuple[str, bytes]]) -> Path:
     """Write pinned files ({role: (relative path, bytes)}) and their manifest.
 
@@ -95,11 +106,7 @@ def write_artifact_files(directory: str | os.PathLike, files: Mapping[str, tuple
     built in a temporary sibling and renamed into place only once complete and synced
     (laya.atomic), so an interrupted write leaves nothing under ``directory``.
     """
-    root = Path(directory)
-    if root.is_symlink() or (root.exists() and not root.is_dir()):
-        raise ArtifactError("refusing to write: the path exists and is not a directory", file=str(root))
-    if root.exists() and any(root.iterdir()):
-        raise ArtifactError("refusing to write into a non-empty directory", file=str(root))
+    root = require_new_artifact_dir(directory)
     for role, (rel, _) in files.items():
         if role not in ROLES:
             raise ArtifactError(f"unknown file role {role!r}", file=rel, field="role")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Sequence
 
+from laya.artifact import require_new_artifact_dir
 from laya.calibration import METHOD as CALIBRATION_METHOD
 from laya.calibration import MIN_EXAMPLES, T_BOUNDS, TemperatureFit, fit_temperature, served_probabilities
 from laya.certify import METHOD, Certificate, certify, sequence_start
@@ -60,6 +61,7 @@ def train_artifact(*, base_dir: str | os.PathLike, examples: Sequence[Example], 
                    store_path: str | os.PathLike, kind: str = "float32", config: TrainConfig = TrainConfig(),
                    target_risk: float = 0.1, delta: float = 0.05, warm_start_dir: str | os.PathLike | None = None,
                    sequence_budget: int | None = None, progress: Progress = _silent) -> TrainingRun:
+    require_new_artifact_dir(out_dir)  # before minutes of feature extraction, not at export
     base = load_artifact_base(base_dir)
     rendered = [base.render(e.request) for e in examples]
     sequences = [r.token_ids for r in rendered]

@@ -106,3 +106,16 @@ def test_older_lbfgs_calibration_still_loads(cli_run, tmp_path):
     replace_pinned_file(directory, "head_config", canonical_json(config))
     loaded = laya.load_artifact(directory).tasks["answer"].calibration
     assert loaded.method == "temperature-nll-lbfgs" and loaded.outcome is None and loaded.temperature_min is None
+
+
+def test_an_existing_output_is_refused_before_any_work(cli_run, tmp_path):
+    """Refused up front, not after feature extraction and training: no store is written."""
+    _, base_dir, data, _, _ = cli_run
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "notes.txt").write_text("someone else's")
+    result = CliRunner().invoke(train, ["--base", str(base_dir), "--data", str(data), "--out", str(out)])
+    assert result.exit_code != 0 and "non-empty" in result.output, result.output
+    assert "feature store" not in result.output
+    assert not (tmp_path / "taken.features.safetensors").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
