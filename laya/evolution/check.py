@@ -8,7 +8,7 @@ from .certify import audit
 from .compare import compare
 from .group import Group
 from .kernel import LEARNER, produce, run_kernel
-from .learner import learn
+from .learner import check_token_weights, learn
 from .workspace import Workspace
 
 
@@ -32,8 +32,10 @@ def run_arms(group: Group, ws: Workspace, *, certify: bool = True, learner_group
     The learner runs on learner_group's only rank when given (a fresh process for
     clean memory figures), else on the group's learner rank, alone.
     """
-    production = group.run(produce, ws, timeout_s=timeout_s)
     indices = sorted(set(ws.exp.schedule()))
+    for index in indices:  # refused before any rank computes: the kernel arm would train on NaN
+        check_token_weights(ws.microbatches[index].weights, index)
+    production = group.run(produce, ws, timeout_s=timeout_s)
     certificates = group.run(audit, ws, indices, ranks=[0], timeout_s=timeout_s)[0] if certify else {}
     kernel = group.run(run_kernel, ws, snapshots=snapshots, timeout_s=timeout_s)
     where, rank = (learner_group, 0) if learner_group is not None else (group, LEARNER)
