@@ -14,7 +14,9 @@ SEED_SPEEDUP = 4.7  # the seed's GPU figure, the goal in DESIGN.md
 RECORDED = ("device", "config", "layout", "updates", "microbatch", "production_seconds", "production_bytes_sent",
             "kernel_update_seconds_median", "learner_update_seconds_median", "kernel_update_seconds",
             "learner_update_seconds", "kernel_bytes_sent_per_update", "peak_rss_bytes", "peak_device_bytes",
-            "learner_bytes", "parent_bytes", "final_tail_sha256")
+            "learner_bytes", "parent_bytes", "final_tail_sha256", "machine", "kernel_cpu_seconds",
+            "kernel_wall_seconds", "learner_cpu_seconds", "learner_wall_seconds", "owner_compute_seconds_median",
+            "handoff_seconds_median")
 
 
 @pytest.mark.laya_claim("bench.learner.speedup")
@@ -30,4 +32,6 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
     benchmark.extra_info.update({k: figures[k] for k in RECORDED})
     benchmark.extra_info.update(speedup=round(figures["speedup"], 4),
                                 flop_model_limit=round(figures["flop_model"]["limit"], 4),
+                                limit_with_handoff=round(figures["limit_with_handoff"], 4),
+                                limit_measured=round(figures["limit_measured"], 4),
                                 seed_speedup=SEED_SPEEDUP)

@@ -49,8 +49,18 @@ def main() -> None:
         if figures["peak_device_bytes"][name] is not None:
             print(f"peak {args.device} memory {name}: {figures['peak_device_bytes'][name] / mib:.0f} MiB")
     print(f"learner {figures['learner_bytes']} bytes < parent {figures['parent_bytes']} bytes")
-    print(f"FLOP-model limit: {figures['flop_model']['limit']:.2f}x; goal 4.7x (seed, GPU)")
+    print(f"hand-offs: {figures['handoff_seconds_median'] * 1e3:.1f} ms median per update (the learner rank's wait "
+          f"minus the owners' compute, {' + '.join(f'{s * 1e3:.1f}' for s in figures['owner_compute_seconds_median'])} ms)")
+    print(f"limit: {figures['limit_measured']:.2f}x from measured times (owners' compute + hand-offs + step, over "
+          f"the step); FLOP model {figures['flop_model']['limit']:.2f}x, with the measured hand-offs "
+          f"{figures['limit_with_handoff']:.2f}x; goal 4.7x (seed, GPU)")
     print(f"speedup: {figures['speedup']:.2f}x")
+    machine = figures["machine"]
+    cpu = figures["kernel_cpu_seconds"]
+    print(f"load: {machine['before']['cpus']} CPUs, load average {machine['before']['load_average']} before, "
+          f"{machine['after']['load_average']} after; kernel ranks used {' + '.join(f'{c:.2f}' for c in cpu)} CPU s "
+          f"in {figures['kernel_wall_seconds']:.2f} s wall, the learner {figures['learner_cpu_seconds']:.2f} CPU s "
+          f"in {figures['learner_wall_seconds']:.2f} s")
     if args.profile:
         figures["profile"] = profile(args.config, args.layout, microbatch=args.microbatch, device=args.device)
         print(f"profile, one process: prefix forward {figures['profile']['prefix_forward_seconds'] * 1e3:.1f} ms, "

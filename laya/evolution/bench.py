@@ -8,6 +8,7 @@ the serialized final tail), so every figure comes from a run that was exact.
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 from contextlib import ExitStack
@@ -31,6 +32,21 @@ from .train import make_optimizer, train_step
 from .workspace import Experiment, Workspace, prepare, read_tensors
 
 
+def machine_load() -> dict:
+    """What else the machine was doing: its 1, 5 and 15 minute load averages and the CPUs
+    this process may run on. Wall-clock ratios between arms that share those CPUs move
+    with the load, so every figure carries it."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"load_average": [round(x, 2) for x in os.getloadavg()], "cpus": cpus}
+
+
+def handoff_seconds(kernel: list[dict]) -> list[float]:
+    """Per update, the learner rank's wait for its streams minus the owners' compute for them:
+    the cost of the hand-offs themselves (sends, receives, copies, scheduling)."""
+    owner_a, owner_b, learner = kernel[0]["compute_seconds"], kernel[1]["compute_seconds"], kernel[LEARNER]
+    return [wait - a - b for wait, a, b in zip(learner["request_seconds"], owner_a, owner_b, strict=True)]
+
+
 def _final_tail_digest(records: list[dict]) -> str:
     """sha256 of the last update's tail parameters serialized as safetensors."""
     return sha256(st_save({k: v.contiguous() for k, v in records[-1]["params"].items()}))
@@ -46,6 +62,7 @@ def bench(config_name: str, layout: str = "appended", *, updates: int = 8, micro
     """
     exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
                      microbatch=microbatch, microbatches=microbatches, device=device)
+    load_before = machine_load()
     with tempfile.TemporaryDirectory(prefix="laya-bench-") as root, ExitStack() as stack:
         group = group or stack.enter_context(Group(3, timeout_s=timeout_s))
         local = stack.enter_context(Group(1, timeout_s=timeout_s))
@@ -81,6 +98,25 @@ def bench(config_name: str, layout: str = "appended", *, updates: int = 8, micro
     figures["equal"] = (figures["compared_updates"] == updates and not figures["mismatches"]
                         and figures["final_tail_equal"])
     figures["speedup"] = figures["kernel_update_seconds_median"] / figures["learner_update_seconds_median"]
+    handoff = statistics.median(handoff_seconds(result.kernel))
+    owners = [statistics.median(result.kernel[r]["compute_seconds"]) for r in (0, 1)]
+    local_update = figures["learner_update_seconds_median"]
+    figures |= {
+        "machine": {"before": load_before, "after": machine_load()},
+        # CPU seconds each kernel rank used during the updates, next to the wall time they took:
+        # on a quiet machine with a core per rank the pipeline's CPU adds up to about the wall time.
+        "kernel_cpu_seconds": [r["cpu_seconds"] for r in result.kernel],
+        "kernel_wall_seconds": result.kernel[LEARNER]["seconds"],
+        "learner_cpu_seconds": learner["cpu_seconds"], "learner_wall_seconds": sum(learner["update_seconds"]),
+        "owner_compute_seconds_median": owners,
+        "handoff_seconds_median": handoff,
+        # If compute scaled exactly with FLOPs, a kernel update would take limit x a learner update
+        # plus the hand-offs, which only the kernel pays.
+        "limit_with_handoff": figures["flop_model"]["limit"] + handoff / local_update,
+        # The same limit from measured times: a kernel update is at least the owners' prefix compute,
+        # the hand-offs and the step the learner also does; the learner does only the step.
+        "limit_measured": (sum(owners) + handoff + local_update) / local_update,
+    }
     return figures
 
 

@@ -15,6 +15,8 @@ part of what the kernel pays per update, as the hand-off between GPUs would be.
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
 
@@ -53,8 +55,9 @@ def _act_shape(ws: Workspace) -> tuple[int, int, int]:
 
 
 @torch.no_grad()
-def _serve_prefix(rank: int, ws: Workspace, requests: int, wire: Wire, device: torch.device) -> None:
-    """Owner loop: answer `requests` prefix requests with this rank's share of the parent."""
+def _serve_prefix(rank: int, ws: Workspace, requests: int, wire: Wire, device: torch.device) -> list[float]:
+    """Owner loop: answer `requests` prefix requests with this rank's share of the parent.
+    Returns the seconds each request's compute took (waiting and sending excluded)."""
     cfg, state, _ = read_parent(ws.parent_file)
     cut, split = ws.exp.cut, ws.exp.owner_split
     if rank == OWNER_A:
@@ -64,15 +67,24 @@ def _serve_prefix(rank: int, ws: Workspace, requests: int, wire: Wire, device: t
         originals = (build_blocks(cfg, state, range(cut, cfg.depth)).to(device)
                      if "reference" in ws.exp.layout.streams else None)
     del state
+    compute = []
     for _ in range(requests):
         if rank == OWNER_A:
             ids = wire.recv((ws.exp.microbatch, cfg.seq_len), torch.int64, LEARNER).to(device)
-            wire.send(run_blocks(blocks, embed(ids)), OWNER_B)
+            t0 = clock(device)
+            out = run_blocks(blocks, embed(ids))
+            compute.append(clock(device) - t0)
+            wire.send(out, OWNER_B)
         else:
-            features = run_blocks(blocks, wire.recv(_act_shape(ws), torch.float32, OWNER_A).to(device))
+            received = wire.recv(_act_shape(ws), torch.float32, OWNER_A).to(device)
+            t0 = clock(device)
+            features = run_blocks(blocks, received)
+            reference = run_blocks(originals, features) if originals is not None else None
+            compute.append(clock(device) - t0)
             wire.send(features, LEARNER)
-            if originals is not None:
-                wire.send(run_blocks(originals, features), LEARNER)
+            if reference is not None:
+                wire.send(reference, LEARNER)
+    return compute
 
 
 def _request(ws: Workspace, index: int, wire: Wire) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -83,9 +95,10 @@ def _request(ws: Workspace, index: int, wire: Wire) -> tuple[torch.Tensor, torch
     return features, reference
 
 
-def _figures(start: float, wire: Wire, device: torch.device) -> dict:
-    return {"seconds": clock(device) - start, "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes(),
-            "peak_device": peak_device_bytes(device)}
+def _figures(start: float, cpu_start: float, wire: Wire, device: torch.device) -> dict:
+    """Wall and this process's CPU seconds since the start, bytes sent, peak memory."""
+    return {"seconds": clock(device) - start, "cpu_seconds": time.process_time() - cpu_start,
+            "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes(), "peak_device": peak_device_bytes(device)}
 
 
 def produce(rank: int, ws: Workspace) -> dict:
@@ -93,7 +106,7 @@ def produce(rank: int, ws: Workspace) -> dict:
     wire, device = Wire(), use_device(ws.exp.device)
     indices = sorted(set(ws.exp.schedule()))
     dist.barrier()
-    start = clock(device)
+    start, cpu_start = clock(device), time.process_time()
     if rank != LEARNER:
         _serve_prefix(rank, ws, len(indices), wire, device)
     else:
@@ -105,7 +118,7 @@ def produce(rank: int, ws: Workspace) -> dict:
             binding = expected_binding(ws, ws.microbatches[i], tokenizer_digest=tokenizer, head_state=head)
             write_packet(ws.packet(i), binding, streams)
     dist.barrier()
-    return _figures(start, wire, device) | {"packets": len(indices)}
+    return _figures(start, cpu_start, wire, device) | {"packets": len(indices)}
 
 
 def run_kernel(rank: int, ws: Workspace, *, snapshots: bool = True) -> dict:
@@ -114,20 +127,21 @@ def run_kernel(rank: int, ws: Workspace, *, snapshots: bool = True) -> dict:
     schedule = ws.exp.schedule()
     if rank != LEARNER:
         dist.barrier()
-        start = clock(device)
-        _serve_prefix(rank, ws, len(schedule), wire, device)
+        start, cpu_start = clock(device), time.process_time()
+        compute = _serve_prefix(rank, ws, len(schedule), wire, device)
         dist.barrier()
-        return _figures(start, wire, device)
+        return _figures(start, cpu_start, wire, device) | {"compute_seconds": compute}
     cfg = ws.exp.config
     head = build_head(cfg, read_tensors(ws.head_file)[0]).to(device)
     tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
     opt = make_optimizer(tail, ws.exp.adam)
-    records, seconds = [], []
+    records, seconds, waits = [], [], []
     dist.barrier()
-    start = clock(device)
+    start, cpu_start = clock(device), time.process_time()
     for update, index in enumerate(schedule):
         t0 = clock(device)
         features, reference = _request(ws, index, wire)
+        waits.append(clock(device) - t0)
         loss, grad_norm = train_step(tail, head, opt, features.to(device),
                                      None if reference is None else reference.to(device),
                                      ws.microbatches[index], ws.exp.retention)
@@ -135,4 +149,5 @@ def run_kernel(rank: int, ws: Workspace, *, snapshots: bool = True) -> dict:
         records.append({"update": update, "microbatch": index, "loss": loss, "grad_norm": grad_norm,
                         "certificate": None} | (snapshot(tail, opt) if snapshots else {}))
     dist.barrier()
-    return _figures(start, wire, device) | {"update_seconds": seconds, "records": records}
+    return _figures(start, cpu_start, wire, device) | {"update_seconds": seconds, "request_seconds": waits,
+                                                       "records": records}

@@ -7,6 +7,8 @@ own numeric profile, the exact microbatch, labels and weights) before it is used
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from laya.errors import FeaturePacketError, LayaError
@@ -68,6 +70,7 @@ def learn(rank: int, ws: Workspace, *, require_certificate: bool = False, snapsh
                for i, (streams, cert) in load_packets(ws, head_state, require_certificate=require_certificate).items()}
     load_seconds = clock(device) - t0
     records, seconds = [], []
+    cpu_start = time.process_time()
     for update, index in enumerate(ws.exp.schedule()):
         streams, cert = packets[index]
         t0 = clock(device)
@@ -76,5 +79,6 @@ def learn(rank: int, ws: Workspace, *, require_certificate: bool = False, snapsh
         seconds.append(clock(device) - t0)
         records.append({"update": update, "microbatch": index, "loss": loss, "grad_norm": grad_norm,
                         "certificate": cert} | (snapshot(tail, opt) if snapshots else {}))
-    return {"load_seconds": load_seconds, "update_seconds": seconds, "peak_rss": peak_rss_bytes(),
+    return {"load_seconds": load_seconds, "update_seconds": seconds, "cpu_seconds": time.process_time() - cpu_start,
+            "peak_rss": peak_rss_bytes(),
             "peak_device": peak_device_bytes(device), "records": records} | size

@@ -221,7 +221,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "On a seed-shaped parent (seed-small), the feature learner and the 3-process distributed "
           "kernel run side by side in one run are bitwise equal at every update and in the "
           "serialized final tail; feature-production time, median per-update times of both arms, "
-          "bytes sent, peak memory, their speedup and the FLOP-model limit were recorded."),
+          "bytes sent, peak memory, their speedup, the FLOP-model limit and the limit from measured "
+          "times (owners' prefix compute + hand-offs + step, over the step) were recorded, with the "
+          "machine's load average and each process's CPU seconds next to its wall time."),
     # --- train: frozen features, zero-layer heads, calibration, certification, export --
     Claim("train.store.identity",
           "A frozen feature store is refused (FeatureStoreMismatch naming the field) for a base "
