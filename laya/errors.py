@@ -33,6 +33,9 @@ class OutputExists(LayaError):
         self.file = str(path)
         super().__init__(f"{path}: already exists (refusing to overwrite it)")
 
+    def __reduce__(self):  # rebuilt from the path, not the message, when it crosses processes
+        return type(self), (self.file,)
+
 
 class DigestMismatch(ArtifactError):
     """A pinned file's bytes do not hash to the sha256 its manifest records."""

@@ -184,11 +184,12 @@ def fault_cell(phase: str, fault: str, ws, work: Path) -> dict:
             else:
                 group = Group(3, timeout_s=60.0, startup=Startup(log))
                 assert group.run(rank_sum) == [[6.0]] * 3  # a fresh group after the previous cell works
+                # packets are never overwritten: each run of a phase writes into a directory of its own
                 if fault == "hangs":  # unfaulted first, so the short job timeout is not spent on imports
-                    group.run(PHASES[phase], ws)
+                    group.run(PHASES[phase], ws.with_(packet_dir=work / f"warm-{phase}-{fault}"))
                 job_start = time.monotonic()
                 with pytest.raises(DistributedError) as info:
-                    group.run(Faulty(PHASES[phase], fault, log), ws,
+                    group.run(Faulty(PHASES[phase], fault, log), ws.with_(packet_dir=work / f"packets-{phase}-{fault}"),
                               timeout_s=JOB_TIMEOUT_S if fault == "hangs" else 60.0)
             ended = time.monotonic()
     finally:

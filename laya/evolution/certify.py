@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from laya.atomic import write_file
 from laya.errors import FeaturePacketError
 
 from .digests import canonical_json, json_digest, sha256
@@ -53,7 +54,7 @@ def _certify(ws: Workspace, index: int, cfg, state: dict, parent_digest: str, de
     certificate = {"format": FORMAT, "packet": json_digest(binding), "features": binding["features"],
                    "parent": parent_digest, "input": mb.input_digest(), "auditor": "single-process prefix recompute"}
     data = canonical_json(certificate)
-    (directory / CERT_FILE).write_bytes(data)
+    write_file(directory / CERT_FILE, data, replace=True)  # whole or not at all; a re-audit replaces it
     return sha256(data)
 
 

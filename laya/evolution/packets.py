@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from laya.atomic import new_directory
 from laya.errors import FeaturePacketError
 
 from .data import Microbatch
@@ -46,15 +47,18 @@ def expected_binding(ws: Workspace, mb: Microbatch, *, tokenizer_digest: str, he
 
 
 def write_packet(directory: Path, binding: dict, streams: dict[str, torch.Tensor]) -> str:
-    """Write features and manifest; returns the packet digest (digest of the full binding)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write features and manifest; returns the packet digest (digest of the full binding).
+
+    The packet directory appears whole or not at all (laya.atomic: built beside it, synced,
+    renamed), so a learner reading shared storage never finds features without their
+    binding, and an existing packet is refused (OutputExists), never overwritten."""
     data = st_save({k: v.contiguous() for k, v in streams.items()})
-    (directory / FEATURES_FILE).write_bytes(data)
     full = dict(binding, features=sha256(data))
     manifest = {"format": FORMAT, "binding": full,
                 "streams": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in streams.items()}}
-    (directory / BINDING_FILE).write_bytes(canonical_json(manifest))
+    with new_directory(directory) as building:
+        (building / FEATURES_FILE).write_bytes(data)
+        (building / BINDING_FILE).write_bytes(canonical_json(manifest))
     return json_digest(full)
 
 
