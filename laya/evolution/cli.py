@@ -23,24 +23,37 @@ def evolve() -> None:
     """Frozen-feature learner: compare with the distributed kernel, account for storage."""
 
 
-@evolve.command()
-@click.option("--layout", type=click.Choice(LAYOUTS), required=True)
-@click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="tiny", show_default=True)
-@click.option("--updates", type=int, default=8, show_default=True)
-@click.option("--microbatch", type=int, default=2, show_default=True, help="rows per microbatch")
-@click.option("--microbatches", type=int, default=4, show_default=True, help="distinct microbatches, cycled")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, json_path: Path | None) -> None:
-    """Run the distributed kernel and the feature learner; exit 1 on any bitwise difference."""
-    from .check import run_arms
-    from .group import Group
-    from .kernel import LEARNER
-    from .workspace import Experiment, prepare
+def check_options(command):
+    """The experiment options `laya evolve check` and `python -m laya.evolution.run check` share."""
+    options = [
+        click.option("--layout", type=click.Choice(LAYOUTS), required=True),
+        click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="tiny", show_default=True),
+        click.option("--updates", type=int, default=8, show_default=True),
+        click.option("--microbatch", type=int, default=2, show_default=True, help="rows per microbatch"),
+        click.option("--microbatches", type=int, default=4, show_default=True, help="distinct microbatches, cycled"),
+        click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
 
-    exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
-                     microbatch=microbatch, microbatches=microbatches)
-    with tempfile.TemporaryDirectory(prefix="laya-evolve-") as root, Group(3, timeout_s=1800) as group:
-        result = run_arms(group, prepare(exp, Path(root)), timeout_s=1800)
+
+def check_experiment(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int):
+    from .workspace import Experiment
+
+    return Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
+                      microbatch=microbatch, microbatches=microbatches)
+
+
+def report_check(result, exp, config_name: str, json_path: Path | None) -> None:
+    """Print the per-update rows and the figures of one check, write them as JSON; exit 1 on any difference.
+
+    The JSON's `state_digests` holds, per update, the digest of each arm's tail parameters and
+    Adam state after it, so two runs can be compared bitwise without their snapshots.
+    """
+    from .digests import state_digest
+    from .kernel import LEARNER
+
     click.echo(f"{'update':>6} {'mb':>3} {'kernel loss':>14} {'learner loss':>14} "
                f"{'kernel |g|':>14} {'learner |g|':>14}  equal")
     for r in result.rows:
@@ -50,19 +63,21 @@ def check(layout: str, config_name: str, updates: int, microbatch: int, microbat
     kernel = result.kernel[LEARNER]["update_seconds"]
     local = result.learner["update_seconds"]
     figures = {
-        "config": config_name, "layout": layout, "updates": updates, "equal": result.equal,
+        "config": config_name, "layout": exp.layout.name, "updates": exp.updates, "equal": result.equal,
         "production_seconds": result.production[LEARNER]["seconds"],
         "kernel_update_seconds": sum(kernel) / len(kernel), "learner_update_seconds": sum(local) / len(local),
         "kernel_bytes_sent": sum(r["bytes_sent"] for r in result.kernel),
         "production_bytes_sent": sum(r["bytes_sent"] for r in result.production),
         "learner_bytes": result.learner["learner_bytes"], "parent_bytes": result.learner["parent_bytes"],
         "flop_model": flop_model(exp.config, exp.layout), "rows": result.rows,
+        "state_digests": [{arm: state_digest(flat_state(rec)) for arm, rec in (("kernel", k), ("learner", l))}
+                          for k, l in zip(result.kernel[LEARNER]["records"], result.learner["records"])],
     }
     figures["speedup"] = figures["kernel_update_seconds"] / figures["learner_update_seconds"]
     click.echo(f"feature production: {figures['production_seconds']:.3f} s "
                f"({figures['production_bytes_sent']} bytes sent)")
     click.echo(f"distributed update: {figures['kernel_update_seconds'] * 1e3:.2f} ms "
-               f"({figures['kernel_bytes_sent']} bytes sent over {updates} updates)")
+               f"({figures['kernel_bytes_sent']} bytes sent over {exp.updates} updates)")
     click.echo(f"local update:       {figures['learner_update_seconds'] * 1e3:.2f} ms")
     click.echo(f"learner {figures['learner_bytes']} bytes < parent {figures['parent_bytes']} bytes")
     click.echo(f"FLOP-model limit: {figures['flop_model']['limit']:.2f}x")
@@ -72,6 +87,28 @@ def check(layout: str, config_name: str, updates: int, microbatch: int, microbat
     if not result.equal:
         click.echo("MISMATCH: kernel and learner are not bitwise equal", err=True)
         sys.exit(1)
+
+
+def flat_state(record: dict) -> dict:
+    """One update's tail parameters and Adam state as one named tensor collection."""
+    state = {f"param/{name}": t for name, t in record["params"].items()}
+    for name, slots in record["adam"].items():
+        state |= {f"adam/{name}/{key}": slots[key] for key in ("step", "exp_avg", "exp_avg_sq")}
+    return state
+
+
+@evolve.command()
+@check_options
+def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, json_path: Path | None) -> None:
+    """Run the distributed kernel and the feature learner; exit 1 on any bitwise difference."""
+    from .check import run_arms
+    from .group import Group
+    from .workspace import prepare
+
+    exp = check_experiment(layout, config_name, updates, microbatch, microbatches)
+    with tempfile.TemporaryDirectory(prefix="laya-evolve-") as root, Group(3, timeout_s=1800) as group:
+        result = run_arms(group, prepare(exp, Path(root)), timeout_s=1800)
+    report_check(result, exp, config_name, json_path)
 
 
 @evolve.command()

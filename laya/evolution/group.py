@@ -79,11 +79,17 @@ def _waiting_in_torch_distributed(filename: str) -> bool:
     return f"{os.sep}torch{os.sep}distributed{os.sep}" in filename
 
 
+def raised_waiting_on_peers(error: BaseException) -> bool:
+    """Whether ``error`` came from inside torch.distributed, i.e. while this rank waited on
+    its peers (a vanished peer, a timeout) rather than from its own work."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return isinstance(error, dist.DistError) or bool(frames and _waiting_in_torch_distributed(frames[-1].filename))
+
+
 def _send_error(conn, rank: int, error: BaseException) -> None:
     """Reply ("err", error, traceback, communication): communication when it was raised inside
     torch.distributed, i.e. while this rank waited on its peers (a vanished peer, a timeout)."""
-    frames = traceback.extract_tb(error.__traceback__)
-    comm = isinstance(error, dist.DistError) or bool(frames and _waiting_in_torch_distributed(frames[-1].filename))
+    comm = raised_waiting_on_peers(error)
     tb = traceback.format_exc()
     try:
         payload = _dumps(("err", error, tb, comm))
