@@ -149,8 +149,8 @@ def test_unlisted_file_is_refused(tmp_path, qualified_artifact, name):
         laya.load_artifact(directory)
 
 
-json_values = st.recursive(
-    st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+json_values = st.recursive(  # JSON values: no NaN or infinities, which strict JSON refuses first
+    st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )
