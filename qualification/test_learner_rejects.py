@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -124,6 +125,36 @@ def test_packet_made_with_two_threads_refused(evolution_group, evolution_workspa
         torch.set_num_threads(before)
     live = {"intra_op_threads": 2, "inter_op_threads": torch.get_num_interop_threads(), "torch": torch.__version__}
     assert {k: binding["numeric_profile"][k] for k in live} == live, binding["numeric_profile"]
+    shutil.rmtree(ws.packet(2))
+    write_packet(ws.packet(2), binding, streams)
+    _assert_only(_refused(evolution_group, ws), "numeric_profile")
+
+
+@pytest.mark.laya_claim("learner.rejects.numeric-profile")
+def test_packet_made_without_the_exactness_settings_refused(evolution_group, evolution_workspaces, base):
+    """Produced for real with TF32 matmuls allowed, deterministic algorithms on and another cuBLAS
+    workspace (what a GPU producer without laya's use_device would have): the live profile
+    records each, and the learner, which runs with laya's settings, refuses the packet."""
+    ws = _copy(base["fixed-tail"], evolution_workspaces.root)
+    mb = ws.microbatches[2]
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.are_deterministic_algorithms_enabled(),
+             os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.use_deterministic_algorithms(True)
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+    try:
+        binding = expected_binding(ws, mb, tokenizer_digest=read_tokenizer_digest(ws.tokenizer_file),
+                                   head_state=load_file(ws.head_file))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved[0]
+        torch.use_deterministic_algorithms(saved[1])
+        if saved[2] is None:
+            del os.environ["CUBLAS_WORKSPACE_CONFIG"]
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved[2]
+    live = {"matmul_tf32": True, "deterministic_algorithms": True, "cublas_workspace_config": ":16:8"}
+    assert {k: binding["numeric_profile"][k] for k in live} == live, binding["numeric_profile"]
+    streams = full_prefix(ws.exp.config, load_file(ws.parent_file), ws.exp.cut, mb.input_ids, True)
     shutil.rmtree(ws.packet(2))
     write_packet(ws.packet(2), binding, streams)
     _assert_only(_refused(evolution_group, ws), "numeric_profile")

@@ -51,7 +51,9 @@ def peak_device_bytes(device: torch.device) -> int | None:
 
 
 def numeric_profile(device: str = "cpu") -> dict:
-    """What decides the bits of a forward pass here, read from the live process."""
+    """What decides the bits of a forward pass here, read from the live process, including
+    the CUDA exactness settings ``use_device`` makes (deterministic kernels, no TF32, the
+    cuBLAS workspace), so a packet made without them is refused by the learner."""
     return {
         "dtype": "float32",
         "device": device,
@@ -59,4 +61,8 @@ def numeric_profile(device: str = "cpu") -> dict:
         "inter_op_threads": torch.get_num_interop_threads(),
         "torch": torch.__version__,
         "attention": "math",
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
     }

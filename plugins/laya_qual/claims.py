@@ -304,8 +304,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A packet offered for a microbatch with one different padding token is refused naming "
           "field `padding`."),
     Claim("learner.rejects.numeric-profile",
-          "A packet produced under a different numeric profile (threads, dtype, torch version) "
-          "is refused naming field `numeric_profile`."),
+          "A packet produced under a different numeric profile (threads, dtype, torch version, "
+          "deterministic algorithms, TF32 matmuls, cuBLAS workspace) is refused naming field "
+          "`numeric_profile`."),
     Claim("learner.rejects.cut-layer",
           "A packet offered to a learner that cuts the parent at a different layer is refused "
           "naming field `cut_layer`."),
