@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given
@@ -57,13 +58,24 @@ def tree(directory) -> dict[str, bytes]:
     return out
 
 
+def output_path(tmp_path_factory, existing: str) -> Path:
+    """``artifact`` in a fresh directory, already there as ``existing`` says: none, an empty
+    directory, a file, or a non-empty directory."""
+    final = tmp_path_factory.mktemp("write") / "artifact"
+    if existing == "file":
+        final.write_bytes(b"someone else's")
+    elif existing != "none":
+        final.mkdir()
+        if existing == "non-empty directory":
+            (final / "mine.txt").write_bytes(b"someone else's")
+    return final
+
+
 @pytest.mark.laya_claim("artifact.atomic-write")
 @given(files=artifact_files(), existing=st.sampled_from(["none", "empty directory"]))
 def test_complete_write_is_exactly_the_files_and_their_manifest(tmp_path_factory, files, existing):
-    parent = tmp_path_factory.mktemp("write")
-    final = parent / "artifact"
-    if existing == "empty directory":
-        final.mkdir()
+    final = output_path(tmp_path_factory, existing)
+    parent = final.parent
     write_artifact_files(final, files)
     written = tree(final)
     assert json.loads(written.pop("manifest.json")) == expected_manifest(files)
@@ -124,13 +136,8 @@ def test_sigint_before_publishing_leaves_nothing(tmp_path_factory, files):
 @pytest.mark.laya_claim("artifact.atomic-write")
 @given(files=artifact_files(), existing=st.sampled_from(["file", "non-empty directory"]))
 def test_an_existing_output_is_refused_and_kept(tmp_path_factory, files, existing):
-    parent = tmp_path_factory.mktemp("write")
-    final = parent / "artifact"
-    if existing == "file":
-        final.write_bytes(b"someone else's")
-    else:
-        final.mkdir()
-        (final / "mine.txt").write_bytes(b"someone else's")
+    final = output_path(tmp_path_factory, existing)
+    parent = final.parent
     before = tree(parent)
     with pytest.raises(LayaError) as refused:
         write_artifact_files(final, files)

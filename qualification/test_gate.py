@@ -13,22 +13,9 @@ from hypothesis import strategies as st
 
 import laya
 from laya.errors import Cancelled
-from laya_qual.synth import requests_for
+from laya_qual.synth import CancelAfter, requests_for
 
 JOIN_SECONDS = 20
-
-
-class CancelAfter:
-    """A cancel token that fires on its n-th check: cancels at a chosen point of a forward."""
-
-    def __init__(self, checks: int):
-        self.remaining = checks
-        self.checked = 0
-
-    def is_set(self) -> bool:
-        self.checked += 1
-        self.remaining -= 1
-        return self.remaining < 0
 
 
 def checks_in_a_forward(adapters, request) -> int:

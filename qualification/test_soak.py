@@ -60,8 +60,8 @@ from hypothesis import strategies as st
 
 import laya
 from laya.errors import BudgetExceeded, Cancelled, RequestError, UnknownAdapter
-from laya_qual.fixtures import SYNTHETIC_BASE_SEED, SYNTHETIC_KINDS
-from laya_qual.synth import over_budget_requests, requests_for
+from laya_qual.fixtures import SYNTHETIC_KINDS, synthetic_artifact
+from laya_qual.synth import CancelAfter, over_budget_requests, requests_for
 
 THREADS = 8
 JOBS = 2000
@@ -85,29 +85,7 @@ def soak_heads(pytestconfig, artifact_factory) -> list[tuple[str, Path]]:
     user = pytestconfig.getoption("laya_artifact")
     if user:
         return [(f"artifact{i}-{Path(p).name}", Path(p).resolve()) for i, p in enumerate(user)]
-    return [(kind, artifact_factory(seed=7, head_kind=kind, base_seed=SYNTHETIC_BASE_SEED)) for kind in SYNTHETIC_KINDS]
-
-
-class CancelAfter:
-    """A cancel token that fires on its n-th check (n = 0: the gate entry)."""
-
-    def __init__(self, checks: int):
-        self.remaining = checks
-
-    def is_set(self) -> bool:
-        self.remaining -= 1
-        return self.remaining < 0
-
-
-class Counter:
-    """A token that never fires and counts its checks: how many a forward makes."""
-
-    def __init__(self) -> None:
-        self.checked = 0
-
-    def is_set(self) -> bool:
-        self.checked += 1
-        return False
+    return [(kind, synthetic_artifact(artifact_factory, kind)) for kind in SYNTHETIC_KINDS]
 
 
 @dataclass
@@ -153,7 +131,7 @@ def build_group(dirs: dict[str, Path], base_dir: Path | None, data) -> Group:
     expected = {i: reference.predict(a, r) for i, (a, r) in enumerate(pairs)}
     checks = {}
     for adapter_id in dirs:  # how many cancel checks one forward of this head makes
-        counter = Counter()
+        counter = CancelAfter(10**9)  # never fires within one forward; counts the checks
         reference.predict(adapter_id, next(r for a, r in pairs if a == adapter_id), cancel=counter)
         checks[adapter_id] = counter.checked
     hidden = reference.base.hidden_size

@@ -76,13 +76,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("qualified_artifact", params, ids=ids, indirect=True)
 
 
+def synthetic_artifact(artifact_factory: ArtifactFactory, kind: str) -> Path:
+    """The synthetic default's artifact of one head kind (all kinds share one base)."""
+    return artifact_factory(seed=7, head_kind=kind, base_seed=SYNTHETIC_BASE_SEED)
+
+
 @pytest.fixture(scope="session")
 def qualified_artifact(request: pytest.FixtureRequest, artifact_factory: ArtifactFactory) -> Path:
     """The directory of one artifact under qualification."""
     source, value = request.param
     if source == "artifact":
         return Path(value)
-    return artifact_factory(seed=7, head_kind=value, base_seed=SYNTHETIC_BASE_SEED)
+    return synthetic_artifact(artifact_factory, value)
 
 
 @pytest.fixture(scope="session")
