@@ -19,8 +19,8 @@ _HOME = {
     "BaseOptions": "laya.base", "VerifiedBase": "laya.base",
     "CacheStats": "laya.cache",
     "TaskInfo": "laya.config",
-    "Head": "laya.model", "Model": "laya.model", "load_artifact": "laya.model",
-    "load_artifact_base": "laya.model", "load_artifact_with_base": "laya.model",
+    "Head": "laya.loading", "Model": "laya.loading", "load_artifact": "laya.loading",
+    "load_artifact_base": "laya.loading", "load_artifact_with_base": "laya.loading",
     "Prediction": "laya.request", "Request": "laya.request",
 }
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from laya.base import BaseOptions, VerifiedBase
     from laya.cache import CacheStats
     from laya.config import TaskInfo
-    from laya.model import Head, Model, load_artifact, load_artifact_base, load_artifact_with_base
+    from laya.loading import Head, Model, load_artifact, load_artifact_base, load_artifact_with_base
     from laya.request import Prediction, Request
 
 

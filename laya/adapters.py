@@ -16,8 +16,9 @@ import torch
 
 from laya.base import VerifiedBase
 from laya.cache import CacheStats, EncoderStateCache
+from laya.cancel import CancelToken, cancel_check
 from laya.errors import UnknownAdapter
-from laya.model import CancelToken, Head, cancel_check, load_artifact_base, load_artifact_with_base
+from laya.loading import Head, load_artifact_base, load_artifact_with_base
 from laya.request import Prediction, Request
 
 

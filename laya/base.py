@@ -11,8 +11,9 @@ import torch
 from tokenizers import Tokenizer
 
 from laya.artifact import BASE_ROLES, ArtifactFiles
+from laya.cancel import CheckFn
 from laya.config import parse_encoder_config, parse_sequence_format, parse_special_tokens
-from laya.encoder import CheckFn, Encoder, encoder_parameter_shapes
+from laya.encoder import Encoder, encoder_parameter_shapes
 from laya.errors import ArtifactError, RequestError
 from laya.finite import require_finite
 from laya.gate import Gate

@@ -60,7 +60,7 @@ class TemperatureFit:
 
 
 def served_probabilities(scores: Sequence[torch.Tensor], temperature: float) -> list[torch.Tensor]:
-    """What ``laya.heads.calibrated`` serves for these scores at ``temperature``."""
+    """What ``laya.head_network.calibrated`` serves for these scores at ``temperature``."""
     return [torch.softmax(s / temperature, dim=0) for s in scores]
 
 

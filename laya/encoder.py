@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-CheckFn = Callable[[], None]
-
+from laya.cancel import CheckFn
 
 @dataclass(frozen=True)
 class EncoderConfig:

@@ -19,9 +19,9 @@ from safetensors.torch import save as save_safetensors
 from laya.artifact import BASE_ROLES, canonical_json, read_artifact_files, write_artifact_files
 from laya.base import VerifiedBase
 from laya.config import Calibration, Certification
-from laya.model import Head, check_base_pins, load_artifact_with_base
+from laya.loading import Head, check_base_pins, load_artifact_with_base
 from laya.quantize import quantize_int8
-from laya.training import LinearHead
+from laya.head_training import LinearHead
 
 EXPORT_KINDS = ("float32", "int8")
 HEAD_FILES = {"head_config": "head.json", "head_weights": "head.safetensors"}

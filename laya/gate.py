@@ -11,7 +11,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-from laya.encoder import CheckFn
+from laya.cancel import CheckFn
 
 POLL_SECONDS = 0.005
 

@@ -3,7 +3,7 @@
 Calibration and certification must judge the head the runtime will serve, bit
 for bit: so they score with the runtime's own readout modules (an int8 head is
 judged dequantized exactly as it serves, not as the float32 head it came from),
-the same gather-then-matvec as ``HeadModule.scores``, and the runtime's
+the same gather-then-matvec as ``HeadNetwork.scores``, and the runtime's
 ``calibrated`` rule. A qualification claim checks the equality end to end.
 """
 
@@ -13,7 +13,7 @@ from typing import Mapping
 
 import torch
 
-from laya.heads import Int8Readout, Readout
+from laya.head_network import Int8Readout, Readout
 
 
 def readout(kind: str, tensors: Mapping[str, torch.Tensor]) -> Readout | Int8Readout:
@@ -26,7 +26,7 @@ def readout(kind: str, tensors: Mapping[str, torch.Tensor]) -> Readout | Int8Rea
 
 
 def option_scores(module: Readout | Int8Readout, markers: torch.Tensor, task_index: int) -> torch.Tensor:
-    """One score per option from the stored marker states, as ``HeadModule.scores`` computes it."""
+    """One score per option from the stored marker states, as ``HeadNetwork.scores`` computes it."""
     weight, bias = module.row(task_index)
     with torch.inference_mode():
         return markers[list(range(markers.shape[0]))] @ weight + bias

@@ -48,7 +48,7 @@ def train(base_dir, data_path, out_dir, store_path, kind, warm_start_dir, seed, 
     torch.set_num_threads(1)
     from laya.dataset import read_dataset
     from laya.pipeline import train_artifact
-    from laya.training import TrainConfig
+    from laya.head_training import TrainConfig
 
     store = Path(store_path) if store_path else Path(f"{Path(out_dir)}.features.safetensors")
     try:

@@ -14,7 +14,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from scipy import stats
 
-from laya.certify import GRID, binomial_cdf, certify, clopper_pearson_upper, sequence_start
+from laya.thresholds import GRID, binomial_cdf, certify, clopper_pearson_upper, sequence_start
 from laya_qual.synth import selective_outcomes
 
 # The documented grid, highest first: steps of 0.005 on [0, 1] and a tail 1 - 10**(-e/4), e = 9..24.

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from laya.errors import FeaturePacketError
-from laya.evolution.certify import audit, check_certificate
+from laya.evolution.audit import audit, check_certificate
 from laya.evolution.kernel import LEARNER, produce
 from laya.evolution.learner import learn
 from laya.evolution.packets import read_manifest

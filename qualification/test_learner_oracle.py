@@ -32,7 +32,7 @@ from laya.evolution.learner import learn
 from laya.evolution.packets import expected_binding, write_packet
 from laya.evolution.parent import ParentConfig
 from laya.evolution.prefix import full_prefix
-from laya.evolution.train import AdamSettings
+from laya.evolution.tail_training import AdamSettings
 from laya.evolution.workspace import Experiment, Workspace, prepare, read_tokenizer_digest
 
 LN_EPS = 1e-5  # torch.nn.LayerNorm's default, which every norm of the parent uses

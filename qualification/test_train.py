@@ -30,7 +30,7 @@ from laya.features import FeatureStoreMismatch, load_store
 from laya.pipeline import train_artifact
 from laya.scoring import option_scores, readout
 from laya.train_cli import _summary
-from laya.training import TrainConfig, TrainingError, initial_head, train_head, warm_start
+from laya.head_training import TrainConfig, TrainingError, initial_head, train_head, warm_start
 from laya_qual.suite.calibration_oracle import (MIN_DEV_CAL, TEMPERATURE_BOUNDS, bounded_minimiser,
                                                pinned_bytes, readout_row, reference_nll,
                                                reference_temperature)

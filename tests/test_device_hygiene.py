@@ -42,12 +42,12 @@ import laya
 from laya.dataset import Example
 from laya.evolution.layouts import Layout, build_tail
 from laya.evolution.learner import check_token_weights
-from laya.evolution.parent import build_blocks, build_embed, build_head, read_parent
+from laya.evolution.parent import build_blocks, build_embed, build_decoder_head, read_parent
 from laya.evolution.prefix import run_blocks
-from laya.evolution.train import make_optimizer, snapshot, train_step
+from laya.evolution.tail_training import make_optimizer, snapshot, train_step
 from laya.evolution.workspace import Experiment, prepare, read_tensors
 from laya.features import build_store
-from laya.training import TrainConfig, initial_head, train_head, warm_start
+from laya.head_training import TrainConfig, initial_head, train_head, warm_start
 from laya.weights import FrozenWeights
 from laya_qual.synth import write_artifact
 from laya_qual.synth.tokenizer import vocabulary_words
@@ -170,7 +170,7 @@ def test_evolution_step(tmp_path, layout):
     cut, mb = ws.exp.cut, ws.microbatches[0]
     embed, prefix = build_embed(cfg, state), build_blocks(cfg, state, range(cut))
     originals = build_blocks(cfg, state, range(cut, cfg.depth))
-    head = build_head(cfg, read_tensors(ws.head_file)[0])
+    head = build_decoder_head(cfg, read_tensors(ws.head_file)[0])
     tails = [build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks) for _ in range(2)]
     opts = [make_optimizer(t, ws.exp.adam) for t in tails]
 

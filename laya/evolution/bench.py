@@ -26,9 +26,9 @@ from .group import Group
 from .kernel import LEARNER
 from .layouts import Layout, build_tail
 from .numerics import clock, use_device
-from .parent import CONFIGS, build_blocks, build_embed, build_head, read_parent
+from .parent import CONFIGS, build_blocks, build_embed, build_decoder_head, read_parent
 from .prefix import run_blocks
-from .train import make_optimizer, train_step
+from .tail_training import make_optimizer, train_step
 from .workspace import Experiment, Workspace, prepare, read_tensors
 
 
@@ -126,7 +126,7 @@ def _profile_job(rank: int, ws: Workspace, rounds: int) -> dict:
     cfg, state, _ = read_parent(ws.parent_file)
     owned = cfg.depth if "reference" in ws.exp.layout.streams else ws.exp.cut  # blocks the owners run per update
     embed, prefix = build_embed(cfg, state).to(device), build_blocks(cfg, state, range(owned)).to(device)
-    head = build_head(cfg, read_tensors(ws.head_file)[0]).to(device)
+    head = build_decoder_head(cfg, read_tensors(ws.head_file)[0]).to(device)
     tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
     opt, mb = make_optimizer(tail, ws.exp.adam), ws.microbatches[0]
     ids = mb.input_ids.to(device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .certify import audit
+from .audit import audit
 from .compare import compare
 from .group import Group
 from .kernel import LEARNER, produce, run_kernel

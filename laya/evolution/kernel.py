@@ -23,10 +23,10 @@ import torch.distributed as dist
 from .group import peak_rss_bytes
 from .numerics import clock, peak_device_bytes, use_device
 from .packets import expected_binding, write_packet
-from .parent import build_blocks, build_embed, build_head, read_parent
+from .parent import build_blocks, build_embed, build_decoder_head, read_parent
 from .prefix import run_blocks
 from .layouts import build_tail
-from .train import make_optimizer, snapshot, train_step
+from .tail_training import make_optimizer, snapshot, train_step
 from .workspace import Workspace, read_tensors, read_tokenizer_digest
 
 OWNER_A, OWNER_B, LEARNER = 0, 1, 2
@@ -132,7 +132,7 @@ def run_kernel(rank: int, ws: Workspace, *, snapshots: bool = True) -> dict:
         dist.barrier()
         return _figures(start, cpu_start, wire, device) | {"compute_seconds": compute}
     cfg = ws.exp.config
-    head = build_head(cfg, read_tensors(ws.head_file)[0]).to(device)
+    head = build_decoder_head(cfg, read_tensors(ws.head_file)[0]).to(device)
     tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
     opt = make_optimizer(tail, ws.exp.adam)
     records, seconds, waits = [], [], []

@@ -13,13 +13,13 @@ import torch
 
 from laya.errors import FeaturePacketError, LayaError
 
-from .certify import check_certificate
+from .audit import check_certificate
 from .group import peak_rss_bytes
 from .layouts import build_tail
 from .numerics import clock, peak_device_bytes, use_device
 from .packets import expected_binding, read_packet
-from .parent import build_head
-from .train import make_optimizer, snapshot, train_step
+from .parent import build_decoder_head
+from .tail_training import make_optimizer, snapshot, train_step
 from .workspace import Workspace, read_tensors, read_tokenizer_digest
 
 
@@ -62,7 +62,7 @@ def learn(rank: int, ws: Workspace, *, require_certificate: bool = False, snapsh
         raise LayaError(f"learner ({size['learner_bytes']} bytes) is not smaller than the parent "
                         f"({size['parent_bytes']} bytes)")
     head_state = read_tensors(ws.head_file)[0]
-    head = build_head(cfg, head_state).to(device)
+    head = build_decoder_head(cfg, head_state).to(device)
     tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
     opt = make_optimizer(tail, ws.exp.adam)
     t0 = clock(device)

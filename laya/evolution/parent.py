@@ -98,7 +98,7 @@ class Embed(nn.Module):
         return self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
 
 
-class Head(nn.Module):
+class DecoderHead(nn.Module):
     """The read-only output head: final norm, then the tied token matrix."""
 
     def __init__(self, config: ParentConfig):
@@ -174,5 +174,5 @@ def build_embed(config: ParentConfig, state: dict[str, torch.Tensor]) -> Embed:
                        "", frozen=True)
 
 
-def build_head(config: ParentConfig, state: dict[str, torch.Tensor]) -> Head:
-    return load_module(Head(config), {k: state[k] for k in HEAD_NAMES}, "", frozen=True)
+def build_decoder_head(config: ParentConfig, state: dict[str, torch.Tensor]) -> DecoderHead:
+    return load_module(DecoderHead(config), {k: state[k] for k in HEAD_NAMES}, "", frozen=True)

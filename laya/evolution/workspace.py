@@ -17,7 +17,7 @@ from .data import Microbatch, consecutive_groups, make_microbatches, make_texts,
 from .digests import sha256
 from .layouts import Layout, init_tail
 from .parent import HEAD_NAMES, CONFIGS, ParentConfig, init_parent, write_parent
-from .train import AdamSettings
+from .tail_training import AdamSettings
 
 
 @dataclass(frozen=True)

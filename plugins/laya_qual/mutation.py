@@ -78,7 +78,7 @@ def installed_layout() -> dict[str, Path]:
 
 
 def _source(layout: dict[str, Path], rel: str) -> Path:
-    """The installed file for a catalogue path such as ``laya/heads.py``."""
+    """The installed file for a catalogue path such as ``laya/head_network.py``."""
     for name in sorted(LAYOUT, key=lambda n: -len(LAYOUT[n])):
         prefix = LAYOUT[name] + "/"
         if rel.startswith(prefix):

@@ -9,36 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Protocol
 
 import torch
 
 from laya.artifact import BASE_ROLES, ArtifactFiles, PinnedFile, read_artifact_files
 from laya.base import BaseOptions, VerifiedBase
+from laya.cancel import CancelToken, CheckFn, cancel_check
 from laya.config import HeadConfig, TaskInfo, parse_encoder_config, parse_head_config
-from laya.encoder import CheckFn
-from laya.errors import ArtifactError, BudgetExceeded, Cancelled, PinMismatch, RequestError
+from laya.errors import ArtifactError, BudgetExceeded, PinMismatch, RequestError
 from laya.finite import require_finite
-from laya.heads import HeadModule, calibrated, head_parameter_specs
+from laya.head_network import HeadNetwork, calibrated, head_parameter_specs
 from laya.rendering import Rendered
 from laya.request import Prediction, Request
 from laya.weights import FrozenWeights, load_tensors
-
-
-class CancelToken(Protocol):
-    def is_set(self) -> bool: ...
-
-
-def cancel_check(cancel: CancelToken | None) -> CheckFn | None:
-    """A check that raises ``Cancelled`` once ``cancel`` (e.g. a threading.Event) is set."""
-    if cancel is None:
-        return None
-
-    def check() -> None:
-        if cancel.is_set():
-            raise Cancelled("request cancelled")
-
-    return check
 
 
 class Head:
@@ -55,7 +38,7 @@ class Head:
         )
         specs = head_parameter_specs(self.config, base.hidden_size, base.config.layer_norm_eps)
         tensors = load_tensors(files["head_weights"], specs)
-        self._weights = FrozenWeights(HeadModule(self.config, base.hidden_size, base.config.layer_norm_eps),
+        self._weights = FrozenWeights(HeadNetwork(self.config, base.hidden_size, base.config.layer_norm_eps),
                                       tensors, owner=f"head {self.source}", device=base.options.device)
         self.digest = head_digest(files["head_config"], files["head_weights"])
 
@@ -109,8 +92,8 @@ class Head:
         return Prediction(task.name, probabilities, decision, self.digest, adapter_id)
 
 
-class Model(Head):
-    """A standalone artifact: one head on a base of its own."""
+# A standalone artifact is a head whose base is its own; the public name says which load made it.
+Model = Head
 
 
 def head_digest(config: PinnedFile, weights: PinnedFile) -> str:

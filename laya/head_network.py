@@ -12,8 +12,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from laya.cancel import CheckFn
 from laya.config import HeadConfig, TaskInfo
-from laya.encoder import CheckFn, TransformerLayer
+from laya.encoder import TransformerLayer
 from laya.rendering import N_ROLES, Rendered
 
 
@@ -38,7 +39,7 @@ class Int8Readout(nn.Module):
         return self.weight_int8[task].to(torch.float32) * self.weight_scale[task], self.bias[task]
 
 
-class HeadModule(nn.Module):
+class HeadNetwork(nn.Module):
     """Maps final encoder states [n, hidden] to one score per option."""
 
     def __init__(self, cfg: HeadConfig, hidden: int, layer_norm_eps: float):
@@ -68,7 +69,7 @@ class HeadModule(nn.Module):
 def head_parameter_specs(cfg: HeadConfig, hidden: int, layer_norm_eps: float) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Every tensor a head-weights file of this configuration must hold."""
     with torch.device("meta"):
-        head = HeadModule(cfg, hidden, layer_norm_eps)
+        head = HeadNetwork(cfg, hidden, layer_norm_eps)
         return {name: (tuple(t.shape), t.dtype) for name, t in head.state_dict().items()}
 
 

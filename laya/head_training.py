@@ -21,7 +21,7 @@ import torch
 from laya.dataset import Example
 from laya.errors import LayaError
 from laya.features import FeatureStore
-from laya.model import Head
+from laya.loading import Head
 
 
 class TrainingError(LayaError):
