@@ -4,12 +4,12 @@ loading trustworthy (docs/artifact-v1.md is the specification).
 Each pinned file is read once into memory, hashed, and later parsed from those
 same bytes; nothing re-opens a path after hashing it. Paths stay inside the
 artifact directory, symlinks are refused, and so is any file the manifest does
-not list.
+not list. Manifests (and the JSON files laya writes into artifacts) are spelled in
+laya.binding's canonical JSON.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from laya.atomic import new_directory
+from laya.binding import canonical_json, sha256
 from laya.errors import ArtifactError, DigestMismatch, UnsupportedAdapter
 
 FORMAT = "laya-artifact-v1"
@@ -56,10 +57,6 @@ class ArtifactFiles:
         return all(role in self.files for role in HEAD_ROLES)
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def read_artifact_files(directory: str | os.PathLike, *, require_head: bool = True) -> ArtifactFiles:
     """Read and verify every file an artifact's manifest lists.
 
@@ -74,7 +71,7 @@ def read_artifact_files(directory: str | os.PathLike, *, require_head: bool = Tr
     files: dict[str, PinnedFile] = {}
     for entry in manifest["files"]:
         data = _read_inside(root, entry["path"], size=entry["size"], limit=_ROLE_LIMITS.get(entry["role"]))
-        digest = sha256_hex(data)
+        digest = sha256(data)
         if digest != entry["sha256"]:
             raise DigestMismatch(f"sha256 is {digest}, manifest pins {entry['sha256']}", file=entry["path"])
         files[entry["role"]] = PinnedFile(entry["role"], entry["path"], data, digest)
@@ -116,15 +113,10 @@ def write_artifact_files(directory: str | os.PathLike, files: Mapping[str, tuple
             target = temp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-            entries.append({"path": rel, "role": role, "sha256": sha256_hex(data), "size": len(data)})
+            entries.append({"path": rel, "role": role, "sha256": sha256(data), "size": len(data)})
         manifest = {"format": FORMAT, "files": sorted(entries, key=lambda e: e["path"]), "adapter": None}
         (temp / MANIFEST).write_bytes(canonical_json(manifest))
     return root
-
-
-def canonical_json(obj: Any) -> bytes:
-    """The one JSON spelling laya writes: sorted keys, two-space indent, trailing newline."""
-    return (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def parse_json_object(pinned: PinnedFile) -> dict[str, Any]:

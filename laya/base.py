@@ -3,7 +3,6 @@ ids and sequence format, all parsed from the bytes whose sha256 the manifest pin
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -11,6 +10,7 @@ import torch
 from tokenizers import Tokenizer
 
 from laya.artifact import BASE_ROLES, ArtifactFiles
+from laya.binding import sha256
 from laya.cancel import CheckFn
 from laya.config import parse_encoder_config, parse_sequence_format, parse_special_tokens
 from laya.encoder import Encoder, encoder_parameter_shapes
@@ -54,9 +54,7 @@ class VerifiedBase:
         self._weights = FrozenWeights(Encoder(self.config), tensors, owner=f"base {self.source}",
                                       device=self.options.device)
         # What fixes the numbers an encode returns, besides the token ids: the cache key's prefix.
-        self.identity = hashlib.sha256(
-            ("laya-encoder-v1|float32|" + "|".join(self.pins[r] for r in BASE_ROLES)).encode()
-        ).hexdigest()
+        self.identity = sha256(("laya-encoder-v1|float32|" + "|".join(self.pins[r] for r in BASE_ROLES)).encode())
 
     @property
     def depth(self) -> int:

@@ -9,28 +9,18 @@ same tokens are the same example to the encoder).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 from dataclasses import dataclass
 from typing import Sequence
 
-from laya.errors import LayaError, RequestError
+from laya.binding import sha256
+from laya.errors import DatasetError, RequestError
 from laya.request import Request
 
 SPLITS = ("train", "dev_cal", "dev_conf")
 _FIELDS = {"id", "split", "task", "question", "options", "state", "label", "target"}
-
-
-class DatasetError(LayaError):
-    """A dataset line is malformed, or the splits overlap; names line and field."""
-
-    def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
-        self.line = line
-        self.field = field
-        where = ", ".join(p for p in (f"line {line}" if line else "", f"field {field}" if field else "") if p)
-        super().__init__(f"{where}: {message}" if where else message)
 
 
 @dataclass(frozen=True)
@@ -116,6 +106,8 @@ def split_indices(examples: Sequence[Example], sequences: Sequence[Sequence[int]
 
 
 def split_digest(examples: Sequence[Example], sequences: Sequence[Sequence[int]], indices: Sequence[int]) -> str:
-    """sha256 naming exactly which examples (id, tokens, label) a split held."""
+    """sha256 naming exactly which examples (id, tokens, label) a split held. Its JSON is the
+    compact spelling docs/training.md specifies for ``split_sha256`` (a recorded artifact
+    field anyone may recompute), not laya.binding's canonical JSON."""
     rows = [[examples[i].id, list(sequences[i]), examples[i].label] for i in indices]
-    return hashlib.sha256(json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+    return sha256(json.dumps(rows, separators=(",", ":")).encode())

@@ -8,6 +8,13 @@ escapes the public API unwrapped.
 from __future__ import annotations
 
 
+def _located(message: str, *where: str | None) -> str:
+    """``"where, where: message"`` naming what is at fault (file, line, field, pin), or the bare
+    message when nothing is named: the one spelling of every located refusal."""
+    prefix = ", ".join(part for part in where if part)
+    return f"{prefix}: {message}" if prefix else message
+
+
 class LayaError(Exception):
     """Base of every error laya raises on purpose."""
 
@@ -22,8 +29,7 @@ class ArtifactError(LayaError):
     def __init__(self, message: str, *, file: str | None = None, field: str | None = None):
         self.file = file
         self.field = field
-        where = ", ".join(part for part in (f"file {file}" if file else "", f"field {field}" if field else "") if part)
-        super().__init__(f"{where}: {message}" if where else message)
+        super().__init__(_located(message, file and f"file {file}", field and f"field {field}"))
 
 
 class OutputExists(LayaError):
@@ -31,7 +37,7 @@ class OutputExists(LayaError):
 
     def __init__(self, path):
         self.file = str(path)
-        super().__init__(f"{path}: already exists (refusing to overwrite it)")
+        super().__init__(_located("already exists (refusing to overwrite it)", self.file))
 
     def __reduce__(self):  # rebuilt from the path, not the message, when it crosses processes
         return type(self), (self.file,)
@@ -41,13 +47,35 @@ class DigestMismatch(ArtifactError):
     """A pinned file's bytes do not hash to the sha256 its manifest records."""
 
 
-class PinMismatch(LayaError):
+class BindingMismatch(LayaError):
+    """Bytes offered for a use they were not made for: a head's base pins, a feature store's
+    identity. ``field`` names the first bound field that differs, ``file`` where it was read;
+    each subclass passes its message already located, in its own words (laya.binding.require)."""
+
+    def __init__(self, located: str, *, field: str, file: str | None):
+        self.field = field
+        self.file = file
+        super().__init__(located)
+
+
+class PinMismatch(BindingMismatch):
     """A head was offered to a base whose pinned identity differs from the head's own."""
 
     def __init__(self, message: str, *, pin: str, file: str | None = None):
-        self.pin = pin
-        self.file = file
-        super().__init__(f"pin {pin}" + (f" (file {file})" if file else "") + f": {message}")
+        super().__init__(_located(message, f"pin {pin}" + (f" (file {file})" if file else "")), field=pin, file=file)
+
+    @property
+    def pin(self) -> str:
+        """The pin that differs (a base role, or ``depth``): this binding's ``field``."""
+        return self.field
+
+
+class FeatureStoreMismatch(BindingMismatch):
+    """A feature store does not belong to this base, process or dataset; ``field`` names what differs."""
+
+    def __init__(self, message: str, *, field: str, file: str | None = None):
+        super().__init__(_located(message, "feature store" + (f" {file}" if file else ""), f"field {field}"),
+                         field=field, file=file)
 
 
 class UnsupportedAdapter(LayaError):
@@ -59,7 +87,7 @@ class RequestError(LayaError):
 
     def __init__(self, message: str, *, field: str | None = None):
         self.field = field
-        super().__init__(f"request field {field}: {message}" if field else message)
+        super().__init__(_located(message, field and f"request field {field}"))
 
 
 class BudgetExceeded(RequestError):
@@ -79,7 +107,7 @@ class NumericError(LayaError):
     def __init__(self, message: str, *, stage: str, source: str):
         self.stage = stage
         self.source = source
-        super().__init__(f"{source}: {stage} {message}")
+        super().__init__(_located(f"{stage} {message}", source))
 
 
 class Cancelled(LayaError):
@@ -87,16 +115,34 @@ class Cancelled(LayaError):
 
 
 class FeaturePacketError(LayaError):
-    """A frozen-feature packet does not match what it is being used for.
+    """A frozen-feature packet does not match what it is being used for, or is no packet at all.
 
-    ``field`` names the binding field that differed (labels, padding, ...).
+    ``field`` names the binding field that differed (labels, padding, ...). Not a
+    ``BindingMismatch``: it also refuses an unreadable or foreign manifest, a missing
+    certificate and token weights that define no loss (docs/decisions.md).
     """
 
     def __init__(self, message: str, *, field: str | None = None, file: str | None = None):
         self.field = field
         self.file = file
-        where = ", ".join(p for p in (f"file {file}" if file else "", f"field {field}" if field else "") if p)
-        super().__init__(f"{where}: {message}" if where else message)
+        super().__init__(_located(message, file and f"file {file}", field and f"field {field}"))
+
+
+class DatasetError(LayaError):
+    """A dataset line is malformed, or the splits overlap; names line and field."""
+
+    def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
+        self.line = line
+        self.field = field
+        super().__init__(_located(message, line and f"line {line}", field and f"field {field}"))
+
+
+class TrainingError(LayaError):
+    """Training inputs do not fit together; ``field`` names what is wrong."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        self.field = field
+        super().__init__(_located(message, field and f"field {field}"))
 
 
 class DistributedError(LayaError):

@@ -16,8 +16,9 @@ from typing import Any, Sequence
 import torch
 from safetensors.torch import save as save_safetensors
 
-from laya.artifact import BASE_ROLES, canonical_json, read_artifact_files, write_artifact_files
+from laya.artifact import BASE_ROLES, read_artifact_files, write_artifact_files
 from laya.base import VerifiedBase
+from laya.binding import canonical_json
 from laya.config import Calibration, Certification
 from laya.loading import Head, check_base_pins, load_artifact_with_base
 from laya.quantize import quantize_int8

@@ -6,7 +6,7 @@ binds everything that fixes those bits: the five base pins (encoder config and
 weights, tokenizer, and the sequence layout: special ids and sequence format),
 the kernel identity, the numeric profile, and the exact token sequences with
 their marker positions. Opening a store for anything else is refused with
-``FeatureStoreMismatch`` naming the first field that differs.
+``laya.errors.FeatureStoreMismatch`` naming the first field that differs.
 
 On disk a store is one safetensors file; its binding lives in the header metadata,
 and the file is read once and parsed from those bytes. It is written through a
@@ -16,7 +16,6 @@ truncated store for the next run to trip over, and an existing store is never re
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import struct
@@ -32,34 +31,20 @@ from safetensors.torch import save as save_safetensors
 from laya.artifact import BASE_ROLES
 from laya.atomic import write_file
 from laya.base import VerifiedBase
-from laya.errors import LayaError
+from laya.binding import canonical_json, numeric_profile, require, state_digest
+from laya.errors import FeatureStoreMismatch
 from laya.rendering import Rendered
 
-FORMAT = "laya-feature-store-v1"
+FORMAT = "laya-feature-store-v2"
 _METADATA_KEY = "laya_feature_store"
-IDENTITY_FIELDS = BASE_ROLES + ("kernel", "numeric_profile")
-
-
-class FeatureStoreMismatch(LayaError):
-    """A feature store does not belong to this base, process or dataset; ``field`` names what differs."""
-
-    def __init__(self, message: str, *, field: str, file: str | None = None):
-        self.field = field
-        self.file = file
-        super().__init__(f"feature store{' ' + file if file else ''}, field {field}: {message}")
-
-
-def numeric_profile(base: VerifiedBase) -> dict:
-    """What besides weights and ids decides the bits of an encode in this process."""
-    return {"dtype": "float32", "device": base.options.device, "intra_op_threads": torch.get_num_threads(),
-            "torch": torch.__version__}
+IDENTITY_FIELDS = BASE_ROLES + ("kernel", "numeric_profile")  # what a store binds, compared in this order
 
 
 def store_identity(base: VerifiedBase) -> dict:
     """Everything a store binds about the base and process that computed it."""
     identity: dict = {role: base.pins[role] for role in BASE_ROLES}
     identity["kernel"] = base.identity  # the encoder's effective kernel/architecture identity
-    identity["numeric_profile"] = numeric_profile(base)
+    identity["numeric_profile"] = numeric_profile(base.options.device)
     return identity
 
 
@@ -91,8 +76,8 @@ def build_store(base: VerifiedBase, rendered: Sequence[Rendered],
 
 def save_store(store: FeatureStore, path: str | os.PathLike) -> Path:
     tensors = _tensors(store)
-    binding = {"format": FORMAT, "identity": store.identity, "features": _digest(tensors)}
-    data = save_safetensors(tensors, metadata={_METADATA_KEY: json.dumps(binding, sort_keys=True)})
+    binding = {"format": FORMAT, "identity": store.identity, "features": state_digest(tensors)}
+    data = save_safetensors(tensors, metadata={_METADATA_KEY: canonical_json(binding).decode("utf-8")})
     return write_file(path, data)  # whole or absent (laya.atomic); an existing store is refused
 
 
@@ -105,14 +90,12 @@ def load_store(path: str | os.PathLike, base: VerifiedBase, rendered: Sequence[R
         tensors = load_safetensors(data)
     except SafetensorError as exc:
         raise FeatureStoreMismatch(f"not a valid safetensors file ({exc})", field="format", file=file) from None
-    if binding.get("features") != _digest(tensors):
+    if binding.get("features") != state_digest(tensors):
         raise FeatureStoreMismatch("feature bytes do not hash to the digest the store binds", field="features", file=file)
     ours = store_identity(base)
     theirs = binding.get("identity", {})
-    for field in IDENTITY_FIELDS:
-        if theirs.get(field) != ours[field]:
-            raise FeatureStoreMismatch(f"built with {theirs.get(field)!r}, this base has {ours[field]!r}",
-                                       field=field, file=file)
+    require(IDENTITY_FIELDS, ours, theirs, lambda field, _: FeatureStoreMismatch(
+        f"built with {theirs.get(field)!r}, this base has {ours[field]!r}", field=field, file=file))
     store = _from_tensors(tensors, theirs)
     _check_sequences(store, rendered, file)
     return store
@@ -158,14 +141,6 @@ def _from_tensors(tensors: dict[str, torch.Tensor], identity: dict) -> FeatureSt
         tuple(m.clone() for m in split(tensors["markers"], marker_offsets)),
         tensors["pooled"],
     )
-
-
-def _digest(tensors: dict[str, torch.Tensor]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        h.update(name.encode() + b"\0" + str(tensors[name].dtype).encode() + b"\0")
-        h.update(tensors[name].contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 def _binding(data: bytes, file: str) -> dict:

@@ -19,17 +19,9 @@ from typing import Callable, Sequence
 import torch
 
 from laya.dataset import Example
-from laya.errors import LayaError
+from laya.errors import TrainingError
 from laya.features import FeatureStore
 from laya.loading import Head
-
-
-class TrainingError(LayaError):
-    """Training inputs do not fit together; ``field`` names what is wrong."""
-
-    def __init__(self, message: str, *, field: str | None = None):
-        self.field = field
-        super().__init__(f"field {field}: {message}" if field else message)
 
 
 @dataclass(frozen=True)

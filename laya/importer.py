@@ -23,9 +23,9 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from tokenizers import Tokenizer
 
-from laya.artifact import (ArtifactFiles, PinnedFile, canonical_json, loads_json_object, read_artifact_files,
-                           sha256_hex, write_artifact_files)
+from laya.artifact import ArtifactFiles, PinnedFile, loads_json_object, read_artifact_files, write_artifact_files
 from laya.base import VerifiedBase
+from laya.binding import canonical_json, sha256
 from laya.config import SEQUENCE_FORMAT_NAME
 from laya.encoder import EncoderConfig, encoder_parameter_shapes
 from laya.errors import ArtifactError, LayaError
@@ -55,8 +55,8 @@ def import_bert_base(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     # One metadata key: safetensors stores metadata as a hash map, so several keys would
     # serialize in a run-dependent order and the weights pin would not be reproducible.
     provenance = {"laya.provenance": json.dumps({
-        "importer": "laya.importer bert-v1", "config.json sha256": sha256_hex(config_bytes),
-        "model.safetensors sha256": sha256_hex(weights_bytes)}, sort_keys=True)}
+        "importer": "laya.importer bert-v1", "config.json sha256": sha256(config_bytes),
+        "model.safetensors sha256": sha256(weights_bytes)}, sort_keys=True)}
     sequence_format = {"name": SEQUENCE_FORMAT_NAME, "question_token_type": 0, "option_token_type": 1,
                        "state_position": "after_options", "padding": "none"}
     files = {
@@ -67,7 +67,7 @@ def import_bert_base(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
         "sequence_format": ("sequence_format.json", canonical_json(sequence_format)),
     }
     # Load the result with laya's own base loader before anything touches the disk.
-    VerifiedBase(ArtifactFiles(Path(out_dir), {role: PinnedFile(role, rel, data, sha256_hex(data))
+    VerifiedBase(ArtifactFiles(Path(out_dir), {role: PinnedFile(role, rel, data, sha256(data))
                                                for role, (rel, data) in files.items()}))
     return write_artifact_files(out_dir, files)
 

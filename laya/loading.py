@@ -7,13 +7,13 @@ verifies one base (``load_artifact_base``) and attaches further heads to it
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import torch
 
 from laya.artifact import BASE_ROLES, ArtifactFiles, PinnedFile, read_artifact_files
 from laya.base import BaseOptions, VerifiedBase
+from laya.binding import require, sha256
 from laya.cancel import CancelToken, CheckFn, cancel_check
 from laya.config import HeadConfig, TaskInfo, parse_encoder_config, parse_head_config
 from laya.errors import ArtifactError, BudgetExceeded, PinMismatch, RequestError
@@ -98,7 +98,7 @@ Model = Head
 
 def head_digest(config: PinnedFile, weights: PinnedFile) -> str:
     """A head's identity: sha256 over its config and weights digests."""
-    return hashlib.sha256(f"{config.sha256}\n{weights.sha256}\n".encode()).hexdigest()
+    return sha256(f"{config.sha256}\n{weights.sha256}\n".encode())
 
 
 def load_artifact(artifact_dir: str | os.PathLike) -> Model:
@@ -133,20 +133,22 @@ def load_artifact_with_base(artifact_dir: str | os.PathLike, base: VerifiedBase)
 
 
 def check_base_pins(files: ArtifactFiles, base: VerifiedBase) -> None:
-    """Refuse ``files`` unless every base pin equals ``base``'s, naming the first that differs."""
-    for role in BASE_ROLES:
-        theirs = files[role]
-        if theirs.sha256 == base.pins[role]:
-            continue
-        pin = role
-        if role == "encoder_config":
-            try:
-                depth = parse_encoder_config(theirs).num_hidden_layers
-            except ArtifactError:
-                depth = None
-            if depth is not None and depth != base.depth:
-                pin = "depth"
-        raise PinMismatch(f"artifact {files.directory} pins sha256 {theirs.sha256}, the base "
-                          f"({base.source}) has {base.pins[role]}", pin=pin, file=theirs.path)
+    """Refuse ``files`` unless every base pin (the sha256 of each base role, ``BASE_ROLES`` in
+    order) equals ``base``'s, naming the first that differs."""
+    pins = {role: files[role].sha256 for role in BASE_ROLES}
+    require(BASE_ROLES, base.pins, pins, lambda role, _: PinMismatch(
+        f"artifact {files.directory} pins sha256 {pins[role]}, the base ({base.source}) has {base.pins[role]}",
+        pin=_pin_name(files[role], base), file=files[role].path))
 
 
+def _pin_name(theirs: PinnedFile, base: VerifiedBase) -> str:
+    """The differing file's role, or ``depth`` for an encoder config that differs in depth."""
+    if theirs.role != "encoder_config":
+        return theirs.role
+    try:
+        depth = parse_encoder_config(theirs).num_hidden_layers
+    except ArtifactError:
+        depth = None
+    if depth is not None and depth != base.depth:
+        return "depth"
+    return theirs.role

@@ -21,11 +21,12 @@ from laya.calibration import MIN_EXAMPLES, T_BOUNDS, TemperatureFit, fit_tempera
 from laya.thresholds import METHOD, Certificate, certify, sequence_start
 from laya.config import Calibration, Certification
 from laya.dataset import Example, split_digest, split_indices
+from laya.errors import TrainingError
 from laya.export import export_head, head_tensors, task_entry
 from laya.features import FeatureStore, build_store, load_store, save_store
 from laya.loading import Head, load_artifact_base, load_artifact_with_base
 from laya.scoring import option_scores, readout
-from laya.head_training import LinearHead, TrainConfig, TrainingError, initial_head, train_head, warm_start
+from laya.head_training import LinearHead, TrainConfig, initial_head, train_head, warm_start
 
 # progress(label, total) -> a context manager whose value has .update(n); click.progressbar fits.
 Progress = Callable[[str, int], ContextManager[Any]]

@@ -19,7 +19,7 @@ from safetensors.torch import save as save_safetensors
 
 import laya
 from laya.artifact import BASE_ROLES, MANIFEST, ROLES
-from laya.errors import ArtifactError, DigestMismatch, LayaError, UnsupportedAdapter
+from laya.errors import ArtifactError, DigestMismatch, LayaError
 from laya_qual.synth import (
     artifact_configs,
     clone_artifact,
@@ -146,23 +146,6 @@ def test_unlisted_file_is_refused(tmp_path, qualified_artifact, name):
     (directory / name).parent.mkdir(parents=True, exist_ok=True)
     (directory / name).write_bytes(b"not in the manifest")
     with pytest.raises(ArtifactError, match="not listed"):
-        laya.load_artifact(directory)
-
-
-json_values = st.recursive(  # JSON values: no NaN or infinities, which strict JSON refuses first
-    st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-    max_leaves=6,
-)
-
-
-@pytest.mark.laya_claim("adapter.refuse.standalone")
-@function_scoped_ok
-@given(payload=json_values)
-def test_non_null_adapter_is_refused(tmp_path, qualified_artifact, payload):
-    directory = clone_artifact(qualified_artifact, tmp_path / "adapter")
-    _rewrite_manifest(directory, lambda manifest: manifest.__setitem__("adapter", payload))
-    with pytest.raises(UnsupportedAdapter, match="adapter"):
         laya.load_artifact(directory)
 
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from laya.binding import tensor_digest
 from laya.errors import FeaturePacketError
 from laya.evolution.data import make_tokenizer
-from laya.evolution.digests import tensor_digest
 from laya.evolution.kernel import LEARNER
 from laya.evolution.layouts import Layout
 from laya.evolution.learner import learn

@@ -25,16 +25,17 @@ from safetensors.torch import save as save_safetensors
 import laya
 from laya.artifact import read_artifact_files
 from laya.calibration import fit_temperature
-from laya.dataset import DatasetError, Example, read_dataset, split_indices
-from laya.features import FeatureStoreMismatch, load_store
+from laya.dataset import Example, read_dataset, split_indices
+from laya.errors import DatasetError, FeatureStoreMismatch, TrainingError
+from laya.features import load_store
 from laya.pipeline import train_artifact
 from laya.scoring import option_scores, readout
 from laya.train_cli import _summary
-from laya.head_training import TrainConfig, TrainingError, initial_head, train_head, warm_start
+from laya.head_training import TrainConfig, initial_head, train_head, warm_start
 from laya_qual.suite.calibration_oracle import (MIN_DEV_CAL, TEMPERATURE_BOUNDS, bounded_minimiser,
                                                pinned_bytes, readout_row, reference_nll,
                                                reference_temperature)
-from laya_qual.suite.test_certify import reference_certify, reference_start
+from laya_qual.suite.test_train_certify import reference_certify, reference_start
 from laya_qual.synth import replace_pinned_file, seeds
 from laya_qual.synth.tasks import synthetic_task
 

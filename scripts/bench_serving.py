@@ -1,5 +1,6 @@
 """Serving benchmarks, measured side by side in one run (ratios and medians; these
-machines are noisy, so read ratios, not absolute times).
+machines are noisy, so read ratios, not absolute times). The arms are the suite's
+benchmark claims' own (laya_qual.serving_bench), on a larger encoder.
 
 1. Adapters.predict with a warm cache (hit) vs a cold one (miss).
 2. Adapters.predict (miss) vs a bare torch forward of the same encoder and head.
@@ -13,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
@@ -34,53 +33,31 @@ def write_heads(root: Path, n: int, hidden: int, layers: int) -> list[Path]:
     return [write_artifact(root / f"h{i}", seed=100 + i, head_kind="float32", base_seed=1, **config) for i in range(n)]
 
 
-def memory_arm(arm: str, dirs: list[str]) -> int:
-    """Runs in a child process: RSS growth from loading the heads one way."""
-    import laya
-
+def memory_arm(how: str, dirs: list[str]) -> int:
+    """Runs in a fresh interpreter: RSS growth from loading the heads one way (torch included)."""
     before = rss_bytes()
-    if arm == "shared":
-        keep = laya.open_adapters({f"h{i}": d for i, d in enumerate(dirs)}, base=dirs[0])
-    else:
-        keep = [laya.load_artifact(d) for d in dirs]
+    from laya_qual.serving_bench import load_heads
+
+    heads = load_heads(how, {f"h{i}": d for i, d in enumerate(dirs)})
     after = rss_bytes()
-    assert keep is not None
+    assert heads
     return after - before
 
 
 def timing(dirs: list[Path], rounds: int) -> dict[str, float]:
+    """Cache miss, cache hit and the bare torch forward, interleaved in one side-by-side run."""
     import torch
 
     import laya
+    from laya_qual.benchmarking import side_by_side
+    from laya_qual.serving_bench import cache_arms, overhead_arms
 
     torch.set_num_threads(1)
     request = laya.Request("answer", "which of these words names a colour that the sky has at noon",
                            ("blue", "green", "a large red brick", "none of them"))
-    cold = laya.open_adapters({"h": dirs[0]}, base=dirs[0])
-    warm = laya.open_adapters({"h": dirs[0]}, base=dirs[0], cache_bytes=1 << 26)
-    warm.predict("h", request)
-    head = cold.heads["h"]
-    task, rendered = head.prepare(request)
-    encoder = cold.base._weights.module
-    readout = head._weights.module.readout
-    ids = torch.tensor(rendered.token_ids)
-    types = torch.tensor([0 if i <= rendered.token_ids.index(cold.base.special.sep) else 1
-                          for i in range(len(rendered.token_ids))])
-    markers = list(rendered.marker_positions)
-
-    def bare() -> None:
-        with torch.inference_mode():
-            states = encoder(ids, types)
-            torch.softmax((states[markers] @ readout.weight[task.index] + readout.bias[task.index]) / task.temperature, 0)
-
-    arms = {"miss": lambda: cold.predict("h", request), "hit": lambda: warm.predict("h", request), "bare": bare}
-    samples: dict[str, list[float]] = {name: [] for name in arms}
-    for _ in range(rounds):  # interleaved, so drift hits every arm alike
-        for name, fn in arms.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in samples.items()} | {"tokens": len(rendered.token_ids)}
+    cache, _ = cache_arms(dirs[0], request)
+    overhead, tokens = overhead_arms(dirs[0], request)
+    return side_by_side({**cache, "bare": overhead["bare"]}, rounds) | {"tokens": tokens}
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 import laya
-from laya.artifact import canonical_json, read_artifact_files
+from laya.artifact import read_artifact_files
+from laya.binding import canonical_json
 from laya.errors import ArtifactError, DigestMismatch, LayaError, RequestError
 from laya_qual.synth import replace_pinned_file, write_artifact
 

@@ -130,7 +130,7 @@ def test_mutate_kills_and_spares_on_a_tiny_selection(tmp_path):
     result = json.loads(out.read_text())
     status = {d["id"]: d for d in result["defects"]}
     assert status["request.single-option"]["status"] == "killed"
-    assert "test_requests.py::" in status["request.single-option"]["firstFailure"]
+    assert "test_request.py::" in status["request.single-option"]["firstFailure"]
     assert status["cache.overhead-changed"]["status"] == "survived"
     assert result["summary"]["survivors"] == ["cache.overhead-changed"]
     assert result["code"] == code_digests() and result["scope"] == ["request.validation"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .layouts import Layout
 from .parent import ParentConfig
 
-SEED_STREAM_GB = 13.82  # the seed: one FP32 stream for the existing 128-batch schedule
+PREDECESSOR_STREAM_GB = 13.82  # the predecessor design: one FP32 stream for the existing 128-batch schedule
 
 
 def stream_bytes(config: ParentConfig, microbatch: int) -> int:

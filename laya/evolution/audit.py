@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 
 from laya.atomic import write_file
+from laya.binding import canonical_json, json_digest, read_hashed, require, sha256
 from laya.errors import FeaturePacketError
 
-from .digests import canonical_json, json_digest, sha256
 from .numerics import use_device
 from .packets import expected_binding, read_packet
 from .parent import HEAD_NAMES, read_parent
@@ -26,6 +26,7 @@ from .workspace import Workspace, read_tokenizer_digest
 
 CERT_FILE = "certificate.json"
 FORMAT = "laya-feature-certificate-v1"
+CERTIFIED = ("packet", "features", "parent", "input", "format")  # what a certificate binds, compared in this order
 
 
 def audit(rank: int, ws: Workspace, indices) -> dict[int, str]:
@@ -63,12 +64,11 @@ def check_certificate(directory: Path, binding: dict, input_digest: str) -> str:
     path = Path(directory) / CERT_FILE
     if not path.exists():
         raise FeaturePacketError("packet is not certified", field="certificate", file=str(path))
-    data = path.read_bytes()
+    data, digest = read_hashed(path)
     cert = json.loads(data)
     claims = {"packet": json_digest(binding), "features": binding["features"], "parent": binding["parent"],
-              "input": input_digest}
-    wrong = [k for k, v in claims.items() if cert.get(k) != v]
-    if cert.get("format") != FORMAT or wrong:
-        raise FeaturePacketError(f"certificate does not match this packet: {wrong or ['format']}",
-                                 field="certificate", file=str(path))
-    return sha256(data)
+              "input": input_digest, "format": FORMAT}
+    require(CERTIFIED, claims, cert, lambda _, wrong: FeaturePacketError(
+        f"certificate does not match this packet: {[k for k in wrong if k != 'format'] or ['format']}",
+        field="certificate", file=str(path)))
+    return digest

@@ -19,9 +19,10 @@ from safetensors.torch import save as st_save
 from torch.profiler import ProfilerActivity
 from torch.profiler import profile as torch_profile
 
+from laya.binding import sha256
+
 from .accounting import flop_model, projection
 from .check import run_arms
-from .digests import sha256
 from .group import Group
 from .kernel import LEARNER
 from .layouts import Layout, build_tail

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from .accounting import SEED_STREAM_GB, flop_model, projection
+from .accounting import PREDECESSOR_STREAM_GB, flop_model, projection
 from .layouts import LAYOUTS, Layout
 from .parent import CONFIGS
 
@@ -51,7 +51,7 @@ def report_check(result, exp, config_name: str, json_path: Path | None) -> None:
     The JSON's `state_digests` holds, per update, the digest of each arm's tail parameters and
     Adam state after it, so two runs can be compared bitwise without their snapshots.
     """
-    from .digests import state_digest
+    from laya.binding import state_digest
     from .kernel import LEARNER
 
     click.echo(f"{'update':>6} {'mb':>3} {'kernel loss':>14} {'learner loss':>14} "
@@ -127,8 +127,8 @@ def plan(config_name: str, batches: int, microbatch: int) -> None:
                    f"read-only head replica {_gb(p['head_replica_bytes'])}")
     if config_name == "parent-1.7b" and batches == 128:
         ours = projection(config, Layout("appended"), batches=batches, microbatch=microbatch)["stream_bytes"]
-        positions = SEED_STREAM_GB * 1e9 / (batches * config.width * 4)
-        click.echo(f"seed: one FP32 stream for the 128-batch schedule occupies {SEED_STREAM_GB} GB; "
+        positions = PREDECESSOR_STREAM_GB * 1e9 / (batches * config.width * 4)
+        click.echo(f"seed: one FP32 stream for the 128-batch schedule occupies {PREDECESSOR_STREAM_GB} GB; "
                    f"this projection: {_gb(ours)} ({microbatch} x {config.seq_len} positions per batch); "
                    f"the seed's figure corresponds to {positions:.0f} positions per batch at width {config.width}")
 

@@ -1,8 +1,9 @@
-"""The numeric profile both arms must share, and the thread pinning that makes it hold.
+"""The thread pinning and device settings that make both arms' numerics the same.
 
 Bitwise equality between processes only holds when every process runs the same
-kernels with the same thread counts, so the pinning happens before any torch work
-and the profile that results is bound into every feature packet.
+kernels with the same thread counts, so the pinning happens before any torch work;
+the numeric profile that results (laya.binding.numeric_profile, read live) is bound
+into every feature packet.
 """
 
 from __future__ import annotations
@@ -48,21 +49,3 @@ def clock(device: torch.device) -> float:
 def peak_device_bytes(device: torch.device) -> int | None:
     """Peak bytes held by torch's CUDA allocator in this process; None on CPU."""
     return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-
-
-def numeric_profile(device: str = "cpu") -> dict:
-    """What decides the bits of a forward pass here, read from the live process, including
-    the CUDA exactness settings ``use_device`` makes (deterministic kernels, no TF32, the
-    cuBLAS workspace), so a packet made without them is refused by the learner."""
-    return {
-        "dtype": "float32",
-        "device": device,
-        "intra_op_threads": torch.get_num_threads(),
-        "inter_op_threads": torch.get_num_interop_threads(),
-        "torch": torch.__version__,
-        "attention": "math",
-        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
-        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-    }

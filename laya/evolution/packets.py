@@ -2,8 +2,9 @@
 
 A packet directory holds features.safetensors (one tensor per stream) and binding.json.
 Reading verifies the feature bytes against the bound digest, then compares every
-binding field with what the reader expects and refuses, naming the field, on any
-difference. A digest only says which bytes these are; certify.py says who made them.
+binding field with what the reader expects (laya.binding.require) and refuses, naming
+the first differing field, on any difference. A digest only says which bytes these
+are; audit.py says who made them.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from laya.atomic import new_directory
+from laya.binding import (canonical_json, json_digest, numeric_profile, read_hashed, require, sha256, state_digest,
+                          tensor_digest)
 from laya.errors import FeaturePacketError
 
 from .data import Microbatch
-from .digests import canonical_json, json_digest, sha256, state_digest, tensor_digest
-from .numerics import numeric_profile
 from .workspace import Workspace
 
 FORMAT = "laya-feature-packet-v1"
-FIELDS = ("parent", "tokenizer", "token_ids", "padding", "numeric_profile", "cut_layer", "layout", "labels",
-          "objective_weights", "head_state", "features")
+# Bound to the reader's own inputs, compared in this order; then the digest of the feature bytes.
+INPUTS = ("parent", "tokenizer", "token_ids", "padding", "numeric_profile", "cut_layer", "layout", "labels",
+          "objective_weights", "head_state")
+FIELDS = INPUTS + ("features",)
 FEATURES_FILE, BINDING_FILE = "features.safetensors", "binding.json"
 
 
@@ -79,14 +82,12 @@ def read_packet(directory: Path, expected: dict, streams: tuple[str, ...]) -> tu
     manifest = read_manifest(directory)
     binding = manifest["binding"]
     feature_file = directory / FEATURES_FILE
-    data = feature_file.read_bytes()
-    if sha256(data) != binding["features"]:
+    data, digest = read_hashed(feature_file)
+    if digest != binding["features"]:
         raise FeaturePacketError("feature bytes do not match the bound digest", field="features", file=str(feature_file))
-    differing = [f for f in FIELDS if f != "features" and binding[f] != expected[f]]
-    if differing:
-        raise FeaturePacketError(f"packet was made for different inputs; differing fields: {differing} "
-                                 f"(packet {binding[differing[0]]!r}, expected {expected[differing[0]]!r})",
-                                 field=differing[0], file=str(directory / BINDING_FILE))
+    require(INPUTS, expected, binding, lambda first, differing: FeaturePacketError(
+        f"packet was made for different inputs; differing fields: {differing} "
+        f"(packet {binding[first]!r}, expected {expected[first]!r})", field=first, file=str(directory / BINDING_FILE)))
     tensors = st_load(data)
     if set(tensors) != set(streams):
         raise FeaturePacketError(f"streams {sorted(tensors)} but the layout needs {sorted(streams)}",

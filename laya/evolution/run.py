@@ -21,11 +21,11 @@ from pathlib import Path
 import click
 import torch.distributed as dist
 
+from laya.binding import sha256
 from laya.errors import DistributedError, LayaError
 
 from .check import run_arms
 from .cli import check_experiment, check_options, report_check
-from .digests import sha256
 from .group import raised_waiting_on_peers
 from .kernel import LEARNER
 from .numerics import pin_threads

@@ -13,8 +13,9 @@ from pathlib import Path
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from laya.binding import read_hashed
+
 from .data import Microbatch, consecutive_groups, make_microbatches, make_texts, make_tokenizer
-from .digests import sha256
 from .layouts import Layout, init_tail
 from .parent import HEAD_NAMES, CONFIGS, ParentConfig, init_parent, write_parent
 from .tail_training import AdamSettings
@@ -93,9 +94,9 @@ def prepare(exp: Experiment, root: Path, *, groups: list[tuple[int, ...]] | None
 
 def read_tensors(path: Path) -> tuple[dict, str]:
     """Read once; hash and parse the same bytes."""
-    data = Path(path).read_bytes()
-    return st_load(data), sha256(data)
+    data, digest = read_hashed(path)
+    return st_load(data), digest
 
 
 def read_tokenizer_digest(path: Path) -> str:
-    return sha256(Path(path).read_bytes())
+    return read_hashed(path)[1]

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, Verbosity, settings
 
 from laya_qual.claims import CLAIMS
+from laya_qual.evidence import attach_claims
 
-CLAIM_PROPERTY = "laya_claims"
 PROFILE, THOROUGH = "laya-qual", "laya-qual-thorough"
 SEED_INPUT = "laya_hypothesis_seed"  # xdist workerinput key: workers re-parse only the command line
 _QUALIFYING = pytest.StashKey[bool]()
@@ -234,7 +234,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not ids and in_suite:
             problems.append(f"{item.nodeid}: qualification test without @pytest.mark.laya_claim")
         if ids:
-            item.user_properties.append((CLAIM_PROPERTY, ids))
+            attach_claims(item, ids)
     if problems:
         raise pytest.UsageError("laya_qual claim rules broken:\n  " + "\n  ".join(problems))
     if config.getoption("laya_claims", None):

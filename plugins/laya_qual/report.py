@@ -1,5 +1,5 @@
-"""The report model: from plain per-test records to the two in-toto statements, and
-the rules that tie them together.
+"""The report model: from plain per-test records and the run's facts to the two
+in-toto statements, and the rules that tie them together.
 
 Everything here works on plain data (dicts, lists, strings), so the controller builds
 the same report whether the tests ran in-process or on xdist workers, and ``verify``
@@ -8,11 +8,15 @@ re-derives verdicts, the result and the test lists with the very same rules.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
+import laya_qual
 from laya_qual.claims import Claim
+from laya_qual.subjects import DIR_HASH
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 TEST_RESULT_TYPE = "https://in-toto.io/attestation/test-result/v0.1"
@@ -63,6 +67,18 @@ def result_of(verdicts: Iterable[str]) -> str:
     return "WARNED" if NOT_EVALUATED in verdicts else "PASSED"
 
 
+def report_records(records: Iterable[Mapping]) -> list[dict]:
+    """The records as the report counts them, sorted by test: a passed benchmark test
+    that measured nothing (xdist, --benchmark-disable) is ``unmeasured``."""
+    out = []
+    for record in records:
+        record = dict(record)
+        if record["outcome"] == "passed" and record.get("benchmark", {}).get("measured") is False:
+            record["outcome"] = "unmeasured"
+        out.append(record)
+    return sorted(out, key=lambda r: r["test"])
+
+
 def build_claims(catalogue: Mapping[str, Claim], records: Iterable[Mapping]) -> list[dict]:
     """Every catalogued claim, in catalogue order, with its verdict and evidence.
 
@@ -97,6 +113,7 @@ def tests_by_outcome(claims: list[dict]) -> dict[str, list[str]]:
 
 def canonical(obj) -> bytes:
     """The payload bytes that get signed (stable for identical content)."""
+    # Deliberately not laya's canonical_json: the verifier must not trust the code it qualifies.
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -105,20 +122,62 @@ def statement(subjects: list[dict], predicate_type: str, predicate: dict) -> dic
             "predicate": predicate}
 
 
+def verdict_summary(claims: list[dict]) -> dict:
+    """The report's ``result`` and its ``counts`` of claims per verdict."""
+    return {"result": result_of(c["verdict"] for c in claims),
+            "counts": {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}}
+
+
+def build_details(records: list[dict], *, hypothesis: dict, environment: dict, invocation: dict, signing: dict,
+                  harness: dict[str, str], subjects: list[dict], kill_rate: dict | None,
+                  passes: list[dict]) -> tuple[dict, list[dict]]:
+    """The laya predicate's run details and the test-result ``configuration`` (the
+    harness digests and the pytest invocation), from the report's records and the run's facts."""
+    details = {
+        "hypothesis": hypothesis,
+        "benchmarks": [{"test": r["test"], **r["benchmark"]} for r in records
+                       if r.get("benchmark", {}).get("measured")],
+        "environment": environment,
+        "invocation": invocation,
+        "signing": signing,
+        "harness": {"version": laya_qual.__version__, DIR_HASH: harness},
+        "nominations": [s["name"] for s in subjects if s["annotations"]["kind"] == "artifact"],
+        **({"suite": {"killRate": kill_rate}} if kill_rate else {}),
+        "passes": passes,
+    }
+    run = {k: invocation[k] for k in ("args", "workers", "device", "exitStatus")} | {
+        "hypothesisSeed": hypothesis["seed"]}
+    content = canonical(run)
+    configuration = [
+        *({"name": name, "digest": {DIR_HASH: digest}, "annotations": {"version": laya_qual.__version__}}
+          for name, digest in harness.items()),
+        {"name": "pytest-invocation", "mediaType": "application/json",
+         "content": base64.b64encode(content).decode(), "digest": {"sha256": hashlib.sha256(content).hexdigest()},
+         "annotations": run},
+    ]
+    return details, configuration
+
+
+class Statements(NamedTuple):
+    """A bundle's payloads, in bundle order."""
+
+    test_result: bytes
+    laya: bytes
+
+
 def build_statements(subjects: list[dict], claims: list[dict], details: dict,
-                     configuration: list[dict]) -> tuple[bytes, bytes]:
-    """(test-result payload, laya payload); the first names the second's digest."""
-    result = result_of(c["verdict"] for c in claims)
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-    laya = canonical(statement(subjects, LAYA_TYPE, {
-        "result": result, "counts": counts, "claims": claims, "scope": SCOPE, **details}))
+                     configuration: list[dict]) -> Statements:
+    """The test-result payload names the laya payload's digest."""
+    summary = verdict_summary(claims)
+    result = summary["result"]
+    laya = canonical(statement(subjects, LAYA_TYPE, {**summary, "claims": claims, "scope": SCOPE, **details}))
     binding = {"name": PREDICATE_DESCRIPTOR, "mediaType": PAYLOAD_TYPE,
                "digest": {"sha256": hashlib.sha256(laya).hexdigest()}}
     url = details.get("invocation", {}).get("url")
     test_result = canonical(statement(subjects, TEST_RESULT_TYPE, {
         "result": result, "configuration": [binding, *configuration], **tests_by_outcome(claims),
         **({"url": url} if url else {})}))
-    return test_result, laya
+    return Statements(test_result, laya)
 
 
 def check_agreement(test_result: dict, laya: dict, laya_payload: bytes) -> None:

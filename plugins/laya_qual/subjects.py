@@ -1,5 +1,8 @@
 """Subject digests: what a report vouches for, named so anyone can recompute it.
 
+They are computed here on purpose, independently of the runtime's own hashing
+(``laya.binding``): the verifier must not trust the code it qualifies.
+
 Both algorithms are documented in docs/report-format.md:
 
 * ``dirHash`` (in-toto's DigestSet algorithm, Go's dirhash Hash1 in hex): sha256 over

@@ -18,9 +18,9 @@ import sys
 
 import pytest
 
+from laya.binding import state_digest
 from laya.evolution.check import run_arms
 from laya.evolution.cli import flat_state
-from laya.evolution.digests import state_digest
 from laya.evolution.group import Group
 from laya.evolution.kernel import LEARNER
 from laya.evolution.layouts import Layout

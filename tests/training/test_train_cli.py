@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 import laya
-from laya.artifact import canonical_json, read_artifact_files
+from laya.artifact import read_artifact_files
+from laya.binding import canonical_json
 from laya.errors import ArtifactError
 from laya.train_cli import train
 from laya_qual.synth import replace_pinned_file, write_artifact

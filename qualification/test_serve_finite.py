@@ -1,4 +1,5 @@
-"""Finite claims: no NaN or infinity is loaded, served, cached or written as an answer.
+"""serve.finite: no NaN or infinity is served, cached or written as an answer (weights that
+are not finite are refused at load: test_artifact_finite.py).
 
 Oracle: the poisoned weights are edited here in the safetensors bytes
 (``safetensors.torch``, not laya's loader) and re-pinned, the tiny temperature is
@@ -17,29 +18,19 @@ from __future__ import annotations
 import io
 import json
 import math
-import shutil
 
 import pytest
 from hypothesis import find, given
 from hypothesis import strategies as st
-from safetensors.torch import load, save
 
 import laya
-from laya.errors import ArtifactError, NumericError
+from laya.errors import NumericError
 from laya.jsonl import predict_lines
-from laya_qual.synth import ReferenceModel, pinned_path, replace_pinned_file, requests_for, seeds
+from laya_qual.synth import ReferenceModel, copy_with_weights_edit, requests_for, seeds
 
 KINDS = ("float32", "int8", "transformer")
 OVERFLOW = 3e38
 TINY_TEMPERATURE = 1e-39
-
-
-def poisoned_copy(directory, destination, role: str, edit) -> None:
-    """``directory`` copied to ``destination`` with ``edit`` applied to one weights file, re-pinned."""
-    shutil.copytree(directory, destination)
-    tensors = load((directory / pinned_path(directory, role)).read_bytes())
-    edit(tensors)
-    replace_pinned_file(destination, role, save(tensors))
 
 
 def token_ids(directory, request: laya.Request) -> tuple[int, ...]:
@@ -60,7 +51,7 @@ def test_an_overflowing_embedding_row_is_refused_and_never_cached(tmp_path_facto
     def overflow_row(tensors):
         tensors["embeddings.word_embeddings.weight"][poison] = OVERFLOW
 
-    poisoned_copy(clean_dir, bad_dir, "encoder_weights", overflow_row)
+    copy_with_weights_edit(clean_dir, bad_dir, "encoder_weights", overflow_row)
     served = laya.open_adapters({"a": bad_dir}, base=bad_dir, cache_bytes=1 << 20)
     with pytest.raises(NumericError) as refused:
         served.predict("a", poisoned_request)
@@ -103,7 +94,7 @@ def test_jsonl_writes_an_error_object_for_a_non_finite_or_too_deep_line(tmp_path
     def overflow_row(tensors):
         tensors["embeddings.word_embeddings.weight"][poison] = OVERFLOW
 
-    poisoned_copy(clean_dir, bad_dir, "encoder_weights", overflow_row)
+    copy_with_weights_edit(clean_dir, bad_dir, "encoder_weights", overflow_row)
     served = laya.open_adapters({"a": bad_dir}, base=bad_dir, cache_bytes=1 << 20)
     lines = [json.dumps({"adapter": "a", "task": r.task, "question": r.question, "options": list(r.options),
                          **({"state": r.state} if r.state is not None else {})}).encode()
@@ -115,23 +106,3 @@ def test_jsonl_writes_an_error_object_for_a_non_finite_or_too_deep_line(tmp_path
     assert out[2]["error"]["type"] == "RequestError" and "nested" in out[2]["error"]["message"]
     for served_line in (out[1], out[3]):
         assert served_line["prediction"]["probabilities"] == list(clean.predict(other).probabilities)
-
-
-@pytest.mark.laya_claim("artifact.finite-weights")
-@given(seed=seeds(), kind=st.sampled_from(KINDS), role=st.sampled_from(["encoder_weights", "head_weights"]),
-       value=st.sampled_from([math.nan, math.inf, -math.inf]), data=st.data())
-def test_non_finite_weights_are_refused_at_load(tmp_path_factory, artifact_factory, seed, kind, role, value, data):
-    clean_dir = artifact_factory(seed=seed, head_kind=kind)
-    floating = sorted(n for n, t in load((clean_dir / pinned_path(clean_dir, role)).read_bytes()).items() if t.is_floating_point())
-    name = data.draw(st.sampled_from(floating), label="tensor")
-    bad_dir = tmp_path_factory.mktemp("nonfinite") / "artifact"
-
-    def set_one(tensors):
-        flat = tensors[name].view(-1)
-        flat[data.draw(st.integers(0, flat.numel() - 1), label="element")] = value
-
-    poisoned_copy(clean_dir, bad_dir, role, set_one)
-    with pytest.raises(ArtifactError) as refused:
-        laya.load_artifact(bad_dir)
-    assert refused.value.field == name
-    assert refused.value.file == pinned_path(bad_dir, role)

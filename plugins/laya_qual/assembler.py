@@ -1,9 +1,6 @@
-"""Report assembly hooks: workers attach plain evidence to their test reports, and
-the controller alone turns the reports it receives into the signed bundle.
-
-Nothing but test reports crosses the xdist boundary (claim ids, Hypothesis example
-counts and benchmark figures travel in ``user_properties``), so a run with ``-n 0``
-and one with ``-n 2`` build the same claims from the same data.
+"""Report assembly on the controller: the report options, and the ``Assembler`` that
+turns the test reports it receives (their evidence, see ``evidence``) into per-test
+records, then into the signed bundle (the report model is ``report``).
 
 A report can be assembled from two passes: benchmarks cannot be measured under xdist,
 so ``laya-qual run`` runs the suite on workers with ``--laya-benchmarks exclude
@@ -21,14 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from laya_qual.plugin import CLAIM_PROPERTY
+from laya_qual.evidence import Evidence, collects_evidence
 from laya_qual.report import VERDICTS
 from laya_qual.signing import KEY_ENV, SigningError, load_signer
 
 EVIDENCE_FORMAT = "laya-qual-evidence/v1"
-HYPOTHESIS_PROPERTY = "laya_hypothesis"
-BENCHMARK_PROPERTY = "laya_benchmark"
-_HYPOTHESIS_STATS = pytest.StashKey[dict]()
 # Later in this list wins when a test's phases disagree (setup skipped, teardown error, ...).
 _PRECEDENCE = (None, "passed", "skipped", "xfailed", "error", "failed")
 
@@ -48,92 +42,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="merge an earlier pass's evidence into this run's --laya-report")
 
 
-def _reporting(config: pytest.Config) -> bool:
-    return bool(config.getoption("laya_report", None) or config.getoption("laya_evidence_out", None))
-
-
 def pytest_configure(config: pytest.Config) -> None:
+    """The controller alone (never an xdist worker) assembles."""
     for option, flag in (("laya_kill_rate", "--laya-kill-rate"), ("laya_evidence_in", "--laya-evidence-in")):
         if config.getoption(option, None) and not config.getoption("laya_report", None):
             raise pytest.UsageError(f"{flag} goes into a signed report: it needs --laya-report")
-    if _reporting(config) and not hasattr(config, "workerinput"):
+    if collects_evidence(config) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Assembler(config), "laya_qual_assembler")
 
-
-# --- worker side (also in-process runs): attach plain evidence to the call report ---
-
-def _hypothesis_counts(stats: dict) -> dict:
-    cases = [case for key, phase in stats.items() if key.endswith("-phase")
-             for case in phase.get("test-cases", [])]
-    statuses = [case.get("status") for case in cases]
-    return {"examples": len(cases), "valid": statuses.count("valid"),
-            "failing": statuses.count("interesting"),
-            "invalid": statuses.count("invalid") + statuses.count("overrun"),
-            "stoppedBecause": stats.get("stopped-because")}
-
-
-@pytest.hookimpl(hookwrapper=True, trylast=True)
-def pytest_runtest_call(item: pytest.Item):
-    """Innermost wrapper, so Hypothesis' own statistics callback (installed by its
-    outer wrapper) is chained rather than replaced."""
-    if not _reporting(item.config):
-        yield
-        return
-    from hypothesis.statistics import collector
-
-    previous = collector.value
-
-    def note(stats: dict) -> None:
-        item.stash[_HYPOTHESIS_STATS] = _hypothesis_counts(stats)
-        if previous is not None:
-            previous(stats)
-
-    with collector.with_value(note):
-        yield
-
-
-def _reproduction(item: pytest.Item) -> dict:
-    settings = getattr(item.obj, "_hypothesis_internal_use_settings", None)
-    seed = getattr(item.obj, "_hypothesis_internal_use_seed", None)
-    if seed is None:
-        seed = item.config.getoption("hypothesis_seed", None)
-    return {"seed": None if seed is None else str(seed),
-            "derandomize": bool(getattr(settings, "derandomize", False))}
-
-
-def _plain(value):
-    return json.loads(json.dumps(value, default=str))
-
-
-def _benchmark(item: pytest.Item) -> dict | None:
-    fixture = getattr(item, "funcargs", {}).get("benchmark")
-    if fixture is None or not hasattr(fixture, "disabled"):
-        return None
-    meta = getattr(fixture, "stats", None)
-    if fixture.disabled or not meta:
-        return {"measured": False,
-                "reason": "benchmarking disabled (xdist or --benchmark-disable)" if fixture.disabled
-                else "the benchmark fixture was not run"}
-    s = meta.stats
-    return {"measured": True, "name": fixture.name, "unit": "seconds", "median": s.median,
-            "mean": s.mean, "min": s.min, "max": s.max, "stddev": s.stddev, "rounds": s.rounds,
-            "iterations": meta.iterations, "extraInfo": _plain(fixture.extra_info)}
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    report = (yield).get_result()
-    if call.when != "call" or not _reporting(item.config):
-        return
-    stats = item.stash.get(_HYPOTHESIS_STATS, None)
-    if stats is not None:
-        report.user_properties.append((HYPOTHESIS_PROPERTY, {**stats, **_reproduction(item)}))
-    bench = _benchmark(item)
-    if bench is not None:
-        report.user_properties.append((BENCHMARK_PROPERTY, bench))
-
-
-# --- controller side -------------------------------------------------------------
 
 def _worse(a: str | None, b: str | None) -> str | None:
     return a if _PRECEDENCE.index(a) >= _PRECEDENCE.index(b) else b
@@ -177,8 +93,9 @@ class Assembler:
                         for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
         from laya_qual.mutation import kill_rate
 
+        runtime = next(s for s in self.subjects if s["annotations"]["kind"] == "runtime")
         self.kill_rate = config.getoption("laya_kill_rate", None) and kill_rate(
-            config.getoption("laya_kill_rate"), runtime=self.subjects[0]["digest"][DIR_HASH], harness=self.harness)
+            config.getoption("laya_kill_rate"), runtime=runtime["digest"][DIR_HASH], harness=self.harness)
         self.environment: dict = {}
         self.summary: dict | None = None
 
@@ -229,40 +146,35 @@ class Assembler:
             self.collection_errors.append(report.nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        props = dict(report.user_properties)
-        if not props.get(CLAIM_PROPERTY):
+        evidence = Evidence.of(report)
+        if evidence is None:
             return
         record = self.records.setdefault(
             report.nodeid, {"test": self._test_id(report.nodeid, report.location[0]),
-                            "claims": list(props[CLAIM_PROPERTY]), "outcome": None})
+                            "claims": evidence.claims, "outcome": None})
         record["outcome"] = _worse(_phase_outcome(report), record["outcome"])
-        for key, name in ((HYPOTHESIS_PROPERTY, "hypothesis"), (BENCHMARK_PROPERTY, "benchmark")):
-            if key in props:
-                record[name] = props[key]
+        if evidence.hypothesis is not None:
+            record["hypothesis"] = evidence.hypothesis
+        if evidence.benchmark is not None:
+            record["benchmark"] = evidence.benchmark
 
-    def _merged(self) -> dict[str, dict]:
+    def _merged(self) -> list[dict]:
         """This pass's records plus an earlier pass's; a test in both keeps its worse outcome."""
         merged = {r["test"]: dict(r) for r in (self.earlier or {}).get("records", [])}
         for test, record in self.records.items():
             if test in merged:
                 record = {**merged[test], **record, "outcome": _worse(merged[test]["outcome"], record["outcome"])}
             merged[test] = dict(record)
-        return merged
-
-    def _records(self) -> list[dict]:
-        out = []
-        for record in self._merged().values():
-            record = dict(record)
-            if record["outcome"] == "passed" and record.get("benchmark", {}).get("measured") is False:
-                record["outcome"] = "unmeasured"
-            out.append(record)
-        return out
+        return list(merged.values())
 
     def _test_id(self, nodeid: str, location: str = "") -> str:
         from laya_qual.provenance import test_id
         from laya_qual.subjects import package_dir
 
         return test_id(nodeid, location, self.config.rootpath, package_dir("laya_qual.suite"))
+
+    def _collection_errors(self) -> list[str]:
+        return sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors)
 
     def _signing(self) -> dict:
         """Which key signs; a development-key report says so in its signed predicate."""
@@ -274,72 +186,47 @@ class Assembler:
         return {"keyid": public.keyid, "keytype": public.keytype, "scheme": public.scheme,
                 "developmentKey": is_dev_key(public)}
 
-    def _details(self, exitstatus: int) -> tuple[dict, list[dict]]:
-        import base64
-        import hashlib
-
-        import laya_qual
+    def _hypothesis(self) -> dict:
+        """The suite's Hypothesis settings and the command that replays this report's examples."""
         from hypothesis import settings
-        from laya_qual.provenance import ci_url, portable_args
-        from laya_qual.report import canonical
-        from laya_qual.subjects import DIR_HASH, package_dir
 
         from laya_qual.plugin import suite_profile
         from laya_qual.rerun import reproduce_command
 
-        config, harness = self.config, self.harness
-        seed = config.getoption("hypothesis_seed", None)
-        profile = suite_profile(config)
+        seed = self.config.getoption("hypothesis_seed", None)
+        profile = suite_profile(self.config)
         suite_settings = settings.get_profile(profile)
-        errors = {self._test_id(n, n.partition("::")[0]) for n in self.collection_errors}
+        reproduce = reproduce_command(self.config, seed)
+        if self.earlier:
+            reproduce = f"{self.earlier['reproduce']} && {reproduce}"
+        return {"profile": profile, "seed": None if seed is None else str(seed),
+                "derandomize": suite_settings.derandomize, "maxExamples": suite_settings.max_examples,
+                "reproduce": reproduce}
+
+    def _invocation(self, exitstatus: int) -> dict:
+        from laya_qual.provenance import ci_url, portable_args
+        from laya_qual.subjects import package_dir
+
+        config = self.config
         invocation = {"args": portable_args(list(config.invocation_params.args), config.invocation_params.dir,
                                             package_dir("laya_qual.suite")),
                       "workers": config.getoption("numprocesses", None),
                       "device": config.getoption("laya_device"), "exitStatus": int(exitstatus),
-                      "collectionErrors": sorted(errors | {*(self.earlier or {}).get("collectionErrors", [])}),
+                      "collectionErrors": sorted({*self._collection_errors(),
+                                                  *(self.earlier or {}).get("collectionErrors", [])}),
                       "startedOn": self.started, "finishedOn": _now()}
         url = ci_url(os.environ)
         if url:
             invocation["url"] = url
-        reproduce = reproduce_command(config, seed)
-        if self.earlier:
-            reproduce = f"{self.earlier['reproduce']} && {reproduce}"
-        records = sorted(self._records(), key=lambda r: r["test"])
-        details = {
-            "hypothesis": {
-                "profile": profile, "seed": None if seed is None else str(seed),
-                "derandomize": suite_settings.derandomize, "maxExamples": suite_settings.max_examples,
-                "reproduce": reproduce,
-            },
-            "benchmarks": [{"test": r["test"], **r["benchmark"]} for r in records
-                           if r.get("benchmark", {}).get("measured")],
-            "environment": self.environment,
-            "invocation": invocation,
-            "signing": self._signing(),
-            "harness": {"version": laya_qual.__version__, DIR_HASH: harness},
-            "nominations": [s["name"] for s in self.subjects if s["annotations"]["kind"] == "artifact"],
-            **({"suite": {"killRate": self.kill_rate}} if self.kill_rate else {}),
-        }
-        run = {k: invocation[k] for k in ("args", "workers", "device", "exitStatus")} | {
-            "hypothesisSeed": details["hypothesis"]["seed"]}
-        content = canonical(run)
-        configuration = [
-            *({"name": name, "digest": {DIR_HASH: digest}, "annotations": {"version": laya_qual.__version__}}
-              for name, digest in harness.items()),
-            {"name": "pytest-invocation", "mediaType": "application/json",
-             "content": base64.b64encode(content).decode(), "digest": {"sha256": hashlib.sha256(content).hexdigest()},
-             "annotations": run},
-        ]
-        return details, configuration
+        return invocation
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from laya.atomic import write_file
-        from laya_qual.signing import write_bundle
         from laya_qual.claims import CLAIMS
-        from laya_qual.report import build_claims, build_statements
-
+        from laya_qual.report import build_claims, build_details, build_statements, report_records, verdict_summary
         from laya_qual.rerun import reproduce_command
+        from laya_qual.signing import write_bundle
 
         this_pass = {"workers": self.config.getoption("numprocesses", None),
                      "benchmarks": self.config.getoption("laya_benchmarks"), "exitStatus": int(exitstatus),
@@ -348,18 +235,19 @@ class Assembler:
             write_file(self.evidence_out, replace=True, data=json.dumps({
                 "format": EVIDENCE_FORMAT, "run": self._run_facts(), "pass": this_pass,
                 "reproduce": reproduce_command(self.config, self.config.getoption("hypothesis_seed", None)),
-                "collectionErrors": sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors),
+                "collectionErrors": self._collection_errors(),
                 "records": sorted(self.records.values(), key=lambda r: r["test"])}, indent=1).encode() + b"\n")
         if self.path is None:
             return
-        claims = build_claims(CLAIMS, self._records())
-        details, configuration = self._details(exitstatus)
-        details["passes"] = [*([self.earlier["pass"]] if self.earlier else []), this_pass]
-        statements = build_statements(self.subjects, claims, details, configuration)
-        write_bundle(self.path, statements, self.key)
-        laya = json.loads(statements[1])["predicate"]
-        self.summary = {"result": laya["result"], "counts": laya["counts"],
-                        "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}
+        records = report_records(self._merged())
+        claims = build_claims(CLAIMS, records)
+        details, configuration = build_details(
+            records, hypothesis=self._hypothesis(), environment=self.environment,
+            invocation=self._invocation(exitstatus), signing=self._signing(), harness=self.harness,
+            subjects=self.subjects, kill_rate=self.kill_rate,
+            passes=[*([self.earlier["pass"]] if self.earlier else []), this_pass])
+        write_bundle(self.path, build_statements(self.subjects, claims, details, configuration), self.key)
+        self.summary = {**verdict_summary(claims), "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.summary is None:

@@ -1,0 +1,68 @@
+"""Benchmark claims for serving. Speed is measured, never asserted: each test checks
+the arms agree, then records medians and ratios measured side by side in one run.
+Under xdist or --benchmark-disable they are not measured, and the report says the
+claims were not evaluated. The arms themselves are laya_qual.serving_bench, which
+scripts/bench_serving.py runs too."""
+
+from __future__ import annotations
+
+import pytest
+
+import laya
+from laya_qual.benchmarking import side_by_side, unique_tensor_bytes
+from laya_qual.serving_bench import cache_arms, head_arms, load_heads, overhead_arms, weight_bytes
+
+ROUNDS = 30
+CONFIG = dict(hidden_size=128, num_layers=4, num_heads=2, intermediate_size=512, vocab_words=400,
+              max_positions=256, sequence_budget=256)
+REQUEST = laya.Request("answer", "which of these words names the colour of a clear sky at noon in summer",
+                       ("blue", "green", "a large red brick wall", "none of the above"))
+
+
+@pytest.fixture(scope="module")
+def bench_heads(artifact_factory):
+    return {kind: artifact_factory(seed=21, head_kind=kind, base_seed=9, **CONFIG) for kind in ("float32", "int8")}
+
+
+def record(benchmark, medians: dict[str, float], **ratios: float) -> None:
+    benchmark.extra_info.update({f"median_{k}_s": v for k, v in medians.items()})
+    benchmark.extra_info.update({k: round(v, 4) for k, v in ratios.items()})
+
+
+@pytest.mark.laya_claim("bench.cache.hit-vs-miss")
+def test_cache_hit_vs_miss(benchmark, bench_heads, laya_device):
+    arms, warm = cache_arms(bench_heads["float32"], REQUEST, laya_device)
+    medians = side_by_side(arms, ROUNDS, device=laya_device)
+    record(benchmark, medians, miss_over_hit=medians["miss"] / medians["hit"])
+    benchmark.pedantic(arms["hit"], rounds=ROUNDS, warmup_rounds=1)
+    assert warm.cache_stats().misses == 1
+
+
+@pytest.mark.laya_claim("bench.runtime.overhead")
+def test_runtime_overhead_over_bare_torch(benchmark, bench_heads, laya_device):
+    arms, tokens = overhead_arms(bench_heads["float32"], REQUEST, laya_device)
+    medians = side_by_side(arms, ROUNDS, device=laya_device)
+    record(benchmark, medians, laya_over_bare=medians["laya"] / medians["bare"], tokens=tokens)
+    benchmark.pedantic(arms["laya"], rounds=ROUNDS, warmup_rounds=1)
+
+
+@pytest.mark.laya_claim("bench.int8.cost")
+def test_int8_vs_float32_head(benchmark, bench_heads, laya_device):
+    arms = head_arms(bench_heads, REQUEST, laya_device)  # float32 first: its predict warms the cache
+    medians = side_by_side(arms, ROUNDS, device=laya_device)
+    record(benchmark, medians, int8_over_float32=medians["int8"] / medians["float32"])
+    benchmark.pedantic(arms["int8"], rounds=ROUNDS, warmup_rounds=1)
+
+
+@pytest.mark.laya_claim("bench.memory.shared-heads")
+@pytest.mark.parametrize("heads", [16])
+def test_memory_of_shared_heads(benchmark, artifact_factory, heads):
+    dirs = {f"h{i}": artifact_factory(seed=100 + i, head_kind="float32", base_seed=9, **CONFIG) for i in range(heads)}
+    on_one_base = load_heads("shared", dirs)
+    shared, standalone = weight_bytes(on_one_base), weight_bytes(load_heads("standalone", dirs))
+    base = on_one_base[0].base
+    base_bytes = unique_tensor_bytes(base.weight_tensors().values())
+    assert shared < standalone and standalone - shared == (heads - 1) * base_bytes
+    benchmark.extra_info.update(heads=heads, shared_weight_bytes=shared, standalone_weight_bytes=standalone,
+                                standalone_over_shared=round(standalone / shared, 3))
+    benchmark.pedantic(laya.open_adapters, args=(dirs,), kwargs={"base": base}, rounds=3)
