@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import os
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import torch
 
+from laya import batch
 from laya.base import VerifiedBase
 from laya.cache import CacheStats, EncoderStateCache
 from laya.cancel import CancelToken, cancel_check
-from laya.errors import UnknownAdapter
+from laya.errors import LayaError, UnknownAdapter
 from laya.loading import Head, load_artifact_base, load_artifact_with_base
 from laya.request import Prediction, Request
 
@@ -39,20 +40,15 @@ class Adapters:
         return self.heads[adapter_id]
 
     def predict(self, adapter_id: str, request: Request, *, cancel: CancelToken | None = None) -> Prediction:
-        head = self.head(adapter_id)
-        task, rendered = head.prepare(request)
-        check = cancel_check(cancel)
-        key = (self.base.identity, rendered.token_ids)
-        with self.base.gate.hold(check):
-            self.base.check_unmodified()
-            states = self._cache.get(key) if self._cache is not None else None
-            fresh = states is None
-            if fresh:
-                states = self.base.encode(rendered.token_ids, check=check)
-            prediction = head.finish(states, rendered, task, check, adapter_id)
-            if fresh and self._cache is not None:
-                self._cache.put(key, states)
-        return prediction
+        return batch.unwrap(self.predict_many([(adapter_id, request)], cancel=cancel)[0])
+
+    def predict_many(self, items: Sequence[tuple[str, Request]], *,
+                     cancel: CancelToken | None = None) -> list[Prediction | LayaError]:
+        """Each ``(adapter_id, request)`` item's prediction, or the error that refused it, in
+        order, from one forward that uses and fills the cache as predicting the items one at
+        a time would (laya.batch); every prediction bitwise what ``predict`` gives it alone."""
+        planned = [batch.plan_pair(item, self.head) for item in items]
+        return batch.serve(self.base, planned, cancel_check(cancel), self._cache)
 
     def capture(self, adapter_id: str, request: Request) -> list[torch.Tensor]:
         """Instrumented pass for ``request``: every encoder layer's states. Bypasses the cache."""

@@ -13,8 +13,8 @@ from laya.artifact import BASE_ROLES, ArtifactFiles
 from laya.binding import sha256
 from laya.cancel import CheckFn
 from laya.config import parse_encoder_config, parse_sequence_format, parse_special_tokens
-from laya.encoder import Encoder, encoder_parameter_shapes
-from laya.errors import ArtifactError, RequestError
+from laya.encoder import ROW_QUANTUM, Encoder, encoder_parameter_shapes
+from laya.errors import ArtifactError, NumericError, RequestError
 from laya.finite import require_finite
 from laya.gate import Gate
 from laya.rendering import Rendered, render, token_types
@@ -53,8 +53,10 @@ class VerifiedBase:
         tensors = load_tensors(files["encoder_weights"], {n: (s, torch.float32) for n, s in shapes.items()})
         self._weights = FrozenWeights(Encoder(self.config), tensors, owner=f"base {self.source}",
                                       device=self.options.device)
-        # What fixes the numbers an encode returns, besides the token ids: the cache key's prefix.
-        self.identity = sha256(("laya-encoder-v1|float32|" + "|".join(self.pins[r] for r in BASE_ROLES)).encode())
+        # What fixes the numbers an encode returns, besides the token ids: the cache key's prefix and
+        # a feature store's kernel. v2: the packed forward (row quantum), whose bits differ from v1's.
+        kernel = f"laya-encoder-v2|rows{ROW_QUANTUM}|float32|"
+        self.identity = sha256((kernel + "|".join(self.pins[r] for r in BASE_ROLES)).encode())
 
     @property
     def depth(self) -> int:
@@ -76,33 +78,47 @@ class VerifiedBase:
         return render(request, self.tokenizer, self.special, self.sequence_format)
 
     def encode(self, token_ids: Sequence[int], *, check: CheckFn | None = None) -> torch.Tensor:
-        """Final float32 encoder states, [len(token_ids), hidden], for one unpadded sequence."""
-        ids, types = self._inputs(token_ids)
-        with torch.inference_mode():
-            states = self._weights.module(ids, types, check)
-        require_finite(states, "encoder states", f"base {self.source}")
+        """Final float32 encoder states, [len(token_ids), hidden], for one unpadded sequence:
+        a packed forward of one, so bitwise what the sequence gets in any batch."""
+        (states,) = self.encode_packed([token_ids], check=check)
+        if isinstance(states, NumericError):
+            raise states
         return states
 
-    def encode_layers(self, token_ids: Sequence[int]) -> list[torch.Tensor]:
-        """Instrumented pass: the embedding output and every layer's output, for inspection."""
-        ids, types = self._inputs(token_ids)
-        encoder = self._weights.module
+    def encode_packed(self, sequences: Sequence[Sequence[int]], *,
+                      check: CheckFn | None = None) -> list[torch.Tensor | NumericError]:
+        """Each sequence's final states from one packed forward (laya.encoder), each bitwise
+        what it gets alone; a sequence whose states are not finite gets its NumericError
+        instead, and the others still get their states."""
+        ids, types, lengths = self._inputs(sequences)
         with torch.inference_mode():
-            x = encoder.embeddings(ids, types)
-            captured = [x]
-            for layer in encoder.encoder.layer:
-                x = layer(x)
-                captured.append(x)
-        return captured
+            packed = self._weights.module(ids, types, lengths, check)
+        return [self._finite(states) for states in packed.split(lengths)]
 
-    def _inputs(self, token_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Validated ids and their token types as device tensors; refuses edited weights."""
-        ids = self._checked_ids(token_ids)
+    def encode_layers(self, token_ids: Sequence[int]) -> list[torch.Tensor]:
+        """Instrumented pass: the embedding output and every layer's output, for inspection
+        (the forward ``encode`` runs, one sequence packed)."""
+        ids, types, lengths = self._inputs([token_ids])
+        with torch.inference_mode():
+            return list(self._weights.module.layer_states(ids, types, lengths))
+
+    def _finite(self, states: torch.Tensor) -> torch.Tensor | NumericError:
+        try:
+            require_finite(states, "encoder states", f"base {self.source}")
+        except NumericError as exc:
+            return exc
+        return states
+
+    def _inputs(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """Validated ids and token types of the sequences, concatenated, as device tensors, and
+        each sequence's length; refuses edited weights."""
+        checked = [self._checked_ids(token_ids) for token_ids in sequences]
         self.check_unmodified()
-        types = token_types(ids, self.special, self.sequence_format)
+        ids = [token for sequence in checked for token in sequence]
+        types = [t for sequence in checked for t in token_types(sequence, self.special, self.sequence_format)]
         device = self.options.device
         return (torch.tensor(ids, dtype=torch.long, device=device),
-                torch.tensor(types, dtype=torch.long, device=device))
+                torch.tensor(types, dtype=torch.long, device=device), [len(sequence) for sequence in checked])
 
     def _checked_ids(self, token_ids: Sequence[int]) -> list[int]:
         ids = list(token_ids)

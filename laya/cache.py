@@ -54,6 +54,13 @@ class EncoderStateCache:
             self._hits += 1
             return entry[0].clone()
 
+    def peek(self, key: CacheKey) -> torch.Tensor | None:
+        """A copy of the entry, if held, without counting a lookup or refreshing its recency:
+        a batch looks ahead with it, then replays the gets one-at-a-time serving makes."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return None if entry is None else entry[0].clone()
+
     def put(self, key: CacheKey, states: torch.Tensor) -> None:
         size = entry_bytes(key, states)
         if size > self.budget_bytes:

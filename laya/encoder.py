@@ -4,17 +4,30 @@ Module and parameter names follow Hugging Face's BertModel (``embeddings.*``,
 ``encoder.layer.{i}.attention.self.query`` ...), so a BERT-family checkpoint's
 tensors load by name. Post-LN blocks with exact (erf) GELU, as BERT uses.
 Head transformer layers reuse ``TransformerLayer``.
+
+Several sequences are encoded in one forward by packing their rows into one matrix:
+the linear layers, norms and GELU see every row at once, attention runs on each
+sequence's own rows. A sequence's states must not depend on what it was packed
+with, so every packed matrix gets whole blocks of ``ROW_QUANTUM`` rows (zero rows
+appended): the CPU GEMM kernels give a row bits that depend on the row count only
+for small counts (measured: counts under 12, docs/serving.md). A single sequence
+goes through the same packing, so served alone or in a batch it gets the same bits;
+the claim ``serve.batch.exact`` checks that on the machine it runs on.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from laya.cancel import CheckFn
+
+ROW_QUANTUM = 16
+Segments = tuple[tuple[int, int], ...]  # (first row, length) of each packed sequence
 
 @dataclass(frozen=True)
 class EncoderConfig:
@@ -37,14 +50,25 @@ class SelfAttention(nn.Module):
         self.key = nn.Linear(hidden, hidden)
         self.value = nn.Linear(hidden, hidden)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n, hidden = x.shape
+    def forward(self, x: torch.Tensor, segments: Segments | None = None) -> torch.Tensor:
+        """Attention within each segment of rows (all of ``x`` by default); rows outside
+        every segment (packing) get zeros."""
+        projected = self.query(x), self.key(x), self.value(x)
+        if segments is None:
+            return self.attend(*projected)
+        out = torch.zeros_like(x)
+        for start, n in segments:
+            out[start:start + n] = self.attend(*(t[start:start + n] for t in projected))
+        return out
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        n, hidden = q.shape
         d = hidden // self.heads
 
         def split(t: torch.Tensor) -> torch.Tensor:
             return t.view(n, self.heads, d).transpose(0, 1)  # [heads, n, d]
 
-        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        q, k, v = split(q), split(k), split(v)
         weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d), dim=-1)
         return (weights @ v).transpose(0, 1).reshape(n, hidden)
 
@@ -67,8 +91,8 @@ class Attention(nn.Module):
         self.self = SelfAttention(hidden, heads)
         self.output = DenseNorm(hidden, hidden, eps)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.output(self.self(x), x)
+    def forward(self, x: torch.Tensor, segments: Segments | None = None) -> torch.Tensor:
+        return self.output(self.self(x, segments), x)
 
 
 class Intermediate(nn.Module):
@@ -89,8 +113,8 @@ class TransformerLayer(nn.Module):
         self.intermediate = Intermediate(hidden, intermediate)
         self.output = DenseNorm(intermediate, hidden, eps)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.attention(x)
+    def forward(self, x: torch.Tensor, segments: Segments | None = None) -> torch.Tensor:
+        h = self.attention(x, segments)
         return self.output(self.intermediate(h), h)
 
 
@@ -102,8 +126,7 @@ class Embeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
         self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
 
-    def forward(self, token_ids: torch.Tensor, token_types: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(token_ids.shape[0], device=token_ids.device)
+    def forward(self, token_ids: torch.Tensor, token_types: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self.word_embeddings(token_ids) + self.position_embeddings(positions)
         return self.LayerNorm(x + self.token_type_embeddings(token_types))
 
@@ -115,7 +138,7 @@ class LayerStack(nn.Module):
 
 
 class Encoder(nn.Module):
-    """Maps one unpadded token sequence to its final hidden states, [n, hidden]."""
+    """Maps unpadded token sequences, packed end to end, to their final hidden states."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -126,13 +149,27 @@ class Encoder(nn.Module):
             for _ in range(cfg.num_hidden_layers)
         ])
 
-    def forward(self, token_ids: torch.Tensor, token_types: torch.Tensor, check: CheckFn | None = None) -> torch.Tensor:
-        x = self.embeddings(token_ids, token_types)
+    def forward(self, token_ids: torch.Tensor, token_types: torch.Tensor, lengths: Sequence[int],
+                check: CheckFn | None = None) -> torch.Tensor:
+        """States [sum(lengths), hidden] of the sequences whose ids are concatenated in ``token_ids``."""
+        *_, states = self.layer_states(token_ids, token_types, lengths, check)
+        return states
+
+    def layer_states(self, token_ids: torch.Tensor, token_types: torch.Tensor, lengths: Sequence[int],
+                     check: CheckFn | None = None) -> Iterator[torch.Tensor]:
+        """The embedding output, then every layer's output, each [sum(lengths), hidden]."""
+        rows = token_ids.shape[0]
+        starts = [sum(lengths[:i]) for i in range(len(lengths))]
+        segments = tuple(zip(starts, lengths))
+        positions = torch.cat([torch.arange(n, device=token_ids.device) for n in lengths])
+        x = self.embeddings(token_ids, token_types, positions)
+        yield x
+        x = torch.cat([x, x.new_zeros(-rows % ROW_QUANTUM, x.shape[1])])
         for layer in self.encoder.layer:
             if check is not None:
                 check()
-            x = layer(x)
-        return x
+            x = layer(x, segments)
+            yield x[:rows]
 
 
 def encoder_parameter_shapes(cfg: EncoderConfig) -> dict[str, tuple[int, ...]]:

@@ -8,15 +8,17 @@ verifies one base (``load_artifact_base``) and attaches further heads to it
 from __future__ import annotations
 
 import os
+from typing import Sequence
 
 import torch
 
+from laya import batch
 from laya.artifact import BASE_ROLES, ArtifactFiles, PinnedFile, read_artifact_files
 from laya.base import BaseOptions, VerifiedBase
 from laya.binding import require, sha256
 from laya.cancel import CancelToken, CheckFn, cancel_check
 from laya.config import HeadConfig, TaskInfo, parse_encoder_config, parse_head_config
-from laya.errors import ArtifactError, BudgetExceeded, PinMismatch, RequestError
+from laya.errors import ArtifactError, BudgetExceeded, LayaError, PinMismatch, RequestError
 from laya.finite import require_finite
 from laya.head_network import HeadNetwork, calibrated, head_parameter_specs
 from laya.rendering import Rendered
@@ -56,11 +58,13 @@ class Head:
 
     def predict(self, request: Request, *, cancel: CancelToken | None = None) -> Prediction:
         """Validate, render, encode and score ``request`` under the base's gate."""
-        check = cancel_check(cancel)
-        task, rendered = self.prepare(request)
-        with self.base.gate.hold(check):
-            states = self.base.encode(rendered.token_ids, check=check)
-            return self.finish(states, rendered, task, check)
+        return batch.unwrap(self.predict_many([request], cancel=cancel)[0])
+
+    def predict_many(self, requests: Sequence[Request], *,
+                     cancel: CancelToken | None = None) -> list[Prediction | LayaError]:
+        """Each request's prediction, or the error that refused it, in order, from one
+        forward (laya.batch): every prediction bitwise what ``predict`` gives it alone."""
+        return batch.serve(self.base, [batch.plan(self, request) for request in requests], cancel_check(cancel))
 
     def prepare(self, request: Request) -> tuple[TaskInfo, Rendered]:
         """Typed validation, task lookup, rendering and this head's budgets; no compute."""

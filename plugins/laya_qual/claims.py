@@ -192,6 +192,24 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "temperature of 1e-39) give a NumericError naming the stage (encoder states, scores, "
           "probabilities) and the artifact: no NaN or infinity is served, cached or written to "
           "JSONL, and requests that never touch the overflow are served bitwise as before."),
+    Claim("serve.batch.exact",
+          "Any list of token sequences (lengths 1 to 48, explicitly the shortest) encoded packed in one "
+          "forward gives every sequence bitwise (torch.equal) the states it gets encoded alone; and "
+          "Adapters.predict_many over any mix of requests, heads (float32, int8, transformer), cache "
+          "budgets (off, below and above the working set) and batch sizes returns, in order, for each item "
+          "exactly the prediction Adapters.predict gives it alone on a separately loaded base with the "
+          "cache off (bitwise probabilities, decision, adapter id, head digest), and leaves the cache with "
+          "the counters and entries predicting the same items one at a time would (Model.predict_many "
+          "likewise, without a cache)."),
+    Claim("serve.batch.cancel",
+          "A cancel token that fires anywhere in a batch (at the gate, between encoder layers, in any "
+          "item's head) ends predict_many with Cancelled and publishes nothing: the cache's counters and "
+          "entries are as before the call, and the same batch afterwards is served as if it never ran."),
+    Claim("serve.batch.errors",
+          "In predict_many, an item that is not an (adapter_id, Request) pair, names an unknown adapter, "
+          "is not a Request, names an unknown task or is over a budget gets its own error (the type and "
+          "field predict raises for it alone), and every other item of the batch its prediction, bitwise "
+          "as served alone."),
     Claim("jsonl.selectors",
           "`laya predict` JSONL: each line names its adapter; a bad line (bad JSON, non-UTF-8 "
           "anywhere in the line, JSON nested past the parser's limit, unknown adapter, bad fields, over "
@@ -217,6 +235,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("bench.memory.shared-heads",
           "N heads on one shared base hold exactly (N-1) base copies fewer weight bytes than N "
           "standalone models; both totals are recorded."),
+    Claim("bench.serve.batch",
+          "predict_many over a fixed mixed-length request set, in batches, returns bitwise the "
+          "predictions of the same requests predicted one by one; the throughput of both (requests per "
+          "second) and, where transformers is installed, of transformers.BertModel (sdpa, dynamic "
+          "padding, the same base, the same batches) encoding the same token ids were measured side by "
+          "side in one run."),
     Claim("bench.learner.speedup",
           "On a seed-shaped parent (seed-small), the feature learner and the 3-process distributed "
           "kernel run side by side in one run are bitwise equal at every update and in the "

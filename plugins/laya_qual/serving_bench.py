@@ -60,7 +60,7 @@ def overhead_arms(head_dir: Directory, request: laya.Request, device: str = "cpu
 
     def bare() -> torch.Tensor:
         with torch.inference_mode():
-            states = module(ids, types)
+            states = module(ids, types, [len(ids)])
             return torch.softmax((states[markers] @ weight[task.index] + bias[task.index]) / task.temperature, 0)
 
     if not torch.equal(bare().cpu(), torch.tensor(adapters.predict("h", request).probabilities)):

@@ -1,0 +1,110 @@
+"""Many requests in one forward: the one serving path that ``predict`` and
+``predict_many`` share, so a request served alone is a batch of one.
+
+Each item is planned on its own (validation, rendering, budgets): a bad item keeps
+its error and the others go on. Then, under the base's gate, every token sequence
+the cache does not hold is encoded, packed in one forward (docs/serving.md says why
+that keeps every sequence's bits); each item is scored by its own head; and only
+when every item has finished is the cache traffic replayed in item order exactly as
+one-at-a-time predictions would have made it (a get per item, a put for each fresh
+state). So a cancelled batch publishes nothing, and a finished one leaves the
+cache's entries, order and counters as if its items had been served one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+import torch
+
+from laya.cache import CacheKey, EncoderStateCache
+from laya.cancel import CheckFn
+from laya.config import TaskInfo
+from laya.errors import Cancelled, LayaError, RequestError
+from laya.rendering import Rendered
+from laya.request import Prediction, Request
+
+if TYPE_CHECKING:
+    from laya.base import VerifiedBase
+    from laya.loading import Head
+
+Result = Prediction | LayaError
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One item, validated and rendered, waiting for the forward."""
+    head: Head
+    task: TaskInfo
+    rendered: Rendered
+    adapter_id: str | None
+    key: CacheKey
+
+
+def plan(head: Head, request: Request, adapter_id: str | None = None) -> Planned | LayaError:
+    try:
+        task, rendered = head.prepare(request)
+    except LayaError as exc:
+        return exc
+    return Planned(head, task, rendered, adapter_id, (head.base.identity, rendered.token_ids))
+
+
+def plan_pair(item: object, select: Callable[[str], Head]) -> Planned | LayaError:
+    """An ``(adapter_id, Request)`` pair; ``select`` finds the head, or refuses the adapter id."""
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        return RequestError(f"expected an (adapter_id, Request) pair, got {type(item).__name__}", field="item")
+    adapter_id, request = item
+    try:
+        head = select(adapter_id)
+    except LayaError as exc:
+        return exc
+    return plan(head, request, adapter_id)
+
+
+def serve(base: VerifiedBase, planned: Sequence[Planned | LayaError], check: CheckFn | None,
+          cache: EncoderStateCache | None = None) -> list[Result]:
+    """Each item's prediction or error, in order; ``Cancelled`` ends the whole batch."""
+    results: list[Result | Planned] = list(planned)
+    live = [(i, p) for i, p in enumerate(planned) if isinstance(p, Planned)]
+    if not live:
+        return results  # type: ignore[return-value]
+    with base.gate.hold(check):
+        base.check_unmodified()
+        keys = list(dict.fromkeys(p.key for _, p in live))
+        held = {k: s for k in keys if cache is not None and (s := cache.peek(k)) is not None}
+        missing = [k for k in keys if k not in held]
+        states = dict(held)
+        if missing:
+            states.update(zip(missing, base.encode_packed([k[1] for k in missing], check=check)))
+        for i, p in live:
+            results[i] = _finish(p, states[p.key], check)
+        if cache is not None:
+            _replay(cache, live, results, states)
+    return results  # type: ignore[return-value]
+
+
+def unwrap(result: Result) -> Prediction:
+    """A single request's answer the way ``predict`` gives it: the prediction, or its error raised."""
+    if isinstance(result, LayaError):
+        raise result
+    return result
+
+
+def _finish(p: Planned, states: torch.Tensor | LayaError, check: CheckFn | None) -> Result:
+    if isinstance(states, LayaError):
+        return states
+    try:
+        return p.head.finish(states, p.rendered, p.task, check, p.adapter_id)
+    except Cancelled:
+        raise
+    except LayaError as exc:
+        return exc
+
+
+def _replay(cache: EncoderStateCache, live, results, states: Mapping[CacheKey, torch.Tensor]) -> None:
+    """The cache traffic of one-at-a-time predictions, in item order: a get each, and a put
+    of the states after a prediction that had to encode them (a miss) finished."""
+    for i, p in live:
+        if cache.get(p.key) is None and isinstance(results[i], Prediction):
+            cache.put(p.key, states[p.key])
