@@ -13,6 +13,7 @@ import click
 import laya
 from laya.errors import LayaError
 from laya.interrupts import Interrupted, SignalExit
+from laya.jsonl import DEFAULT_BATCH_SIZE
 
 # Exit status of `laya predict` when some lines failed (their error objects are in the output).
 EXIT_LINES_FAILED = 3
@@ -80,9 +81,14 @@ def _adapter_pairs(values: tuple[str, ...]) -> dict[str, str]:
               help="a head artifact under an explicit id (repeatable)")
 @click.option("--cache-bytes", default=0, show_default=True, type=click.IntRange(min=0),
               help="encoder-state cache budget in bytes (0 = off)")
+@click.option("--batch-size", default=DEFAULT_BATCH_SIZE, show_default=True, type=click.IntRange(min=1),
+              help="most lines served by one encoder forward; fewer when no more input has arrived "
+                   "(1 = one line at a time); the default gets most of batching's throughput while a "
+                   "chunk's memory and latency stay small")
 @click.option("--allow-errors", is_flag=True,
               help=f"exit 0 even when some lines failed (default: exit {EXIT_LINES_FAILED})")
-def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, allow_errors: bool) -> None:
+def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_size: int,
+            allow_errors: bool) -> None:
     """Read JSONL requests on stdin ({"adapter", "task", "question", "options", "state"?}),
     write one JSONL result per input line on stdout, in order.
 
@@ -90,10 +96,14 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, allow_er
     the end the count of failed lines goes to stderr and the exit status is 3 if any
     line failed (unless --allow-errors), 1 if the adapters could not be opened.
 
-    Each result line is written and flushed as soon as it is computed. SIGINT or
-    SIGTERM stop the run with exit status 130 or 143; the output then holds exactly
-    the lines finished before the signal, each complete."""
-    from laya.jsonl import predict_lines
+    Lines are served in chunks of up to --batch-size, one forward each; a chunk never
+    waits for a line that has not arrived. Each chunk's result lines are written and
+    flushed together once it is served. SIGINT or SIGTERM stop the run with exit status
+    130 or 143; the output then holds exactly the chunks finished before the signal,
+    each line complete: a signal that comes while a chunk is being computed stops the
+    run before any of its lines is written, one that comes while they are being written
+    waits until the last is flushed."""
+    from laya.jsonl import predict_chunks
 
     ctx = click.get_current_context()
     signals = ctx.find_object(SignalExit) or ctx.with_resource(SignalExit())
@@ -104,12 +114,13 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, allow_er
     out = sys.stdout.buffer
     lines = failed = 0
     try:
-        for result in predict_lines(opened, sys.stdin.buffer):
-            with signals.deferred():  # a signal arriving mid-line waits for the line's end
-                out.write((json.dumps(result, ensure_ascii=False) + "\n").encode("utf-8"))
+        for chunk in predict_chunks(opened, sys.stdin.buffer, batch_size):
+            data = "".join(json.dumps(result, ensure_ascii=False) + "\n" for result in chunk).encode("utf-8")
+            with signals.deferred():  # a signal arriving mid-write waits for the chunk's last line
+                out.write(data)
                 out.flush()
-                lines += 1
-                failed += "error" in result
+                lines += len(chunk)
+                failed += sum("error" in result for result in chunk)
     except Interrupted as stop:
         click.echo(f"lines: {lines}, failed: {failed}; interrupted by {signal.Signals(stop.signum).name}", err=True)
         raise

@@ -6,13 +6,18 @@ scripts/bench_serving.py runs too."""
 
 from __future__ import annotations
 
+import os
+import statistics
+
 import pytest
 
 import laya
 from laya_qual.benchmarking import side_by_side, unique_tensor_bytes
-from laya_qual.serving_bench import cache_arms, head_arms, load_heads, overhead_arms, weight_bytes
+from laya_qual.fixtures import heads_by_base
+from laya_qual.serving_bench import batch_arms, cache_arms, head_arms, load_heads, overhead_arms, weight_bytes
 
 ROUNDS = 30
+BATCH_ROUNDS = 3  # each round serves the whole request set through every arm
 CONFIG = dict(hidden_size=128, num_layers=4, num_heads=2, intermediate_size=512, vocab_words=400,
               max_positions=256, sequence_budget=256)
 REQUEST = laya.Request("answer", "which of these words names the colour of a clear sky at noon in summer",
@@ -66,3 +71,23 @@ def test_memory_of_shared_heads(benchmark, artifact_factory, heads):
     benchmark.extra_info.update(heads=heads, shared_weight_bytes=shared, standalone_weight_bytes=standalone,
                                 standalone_over_shared=round(standalone / shared, 3))
     benchmark.pedantic(laya.open_adapters, args=(dirs,), kwargs={"base": base}, rounds=3)
+
+
+@pytest.mark.laya_claim("bench.serve.batch")
+def test_batched_vs_one_by_one_vs_transformers(benchmark, qualified_heads, qualified_base_dir, laya_device):
+    dirs = heads_by_base(qualified_heads, qualified_base_dir)[0]  # the first base's heads, mixed in every batch
+    load_before = os.getloadavg()  # ratios of arms sharing busy CPUs move with the load
+    arms, work = batch_arms(dirs, base_dir=qualified_base_dir, device=laya_device)  # refuses a batched bit off
+    medians = side_by_side(arms, BATCH_ROUNDS, device=laya_device)
+    per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
+    ratios = {"batched_over_one_by_one": per_second["batched"] / per_second["one_by_one"]}
+    if "transformers" in per_second:
+        ratios["batched_over_transformers"] = per_second["batched"] / per_second["transformers"]
+    record(benchmark, medians, **ratios)
+    lengths = sorted(map(len, work.token_ids))
+    benchmark.extra_info.update({f"requests_per_s_{k}": round(v, 2) for k, v in per_second.items()})
+    benchmark.extra_info.update(
+        heads=",".join(sorted(dirs)), batch_size=work.batch_size, requests=len(work.items), tokens=sum(lengths),
+        length_min=lengths[0], length_median=statistics.median(lengths), length_max=lengths[-1],
+        load_average_1m_before=round(load_before[0], 2), load_average_1m_after=round(os.getloadavg()[0], 2))
+    benchmark.pedantic(arms["batched"], rounds=BATCH_ROUNDS)

@@ -60,7 +60,7 @@ from hypothesis import strategies as st
 
 import laya
 from laya.errors import BudgetExceeded, Cancelled, RequestError, UnknownAdapter
-from laya_qual.fixtures import SYNTHETIC_KINDS, synthetic_artifact
+from laya_qual.fixtures import heads_by_base
 from laya_qual.synth import CancelAfter, over_budget_requests, requests_for
 
 THREADS = 8
@@ -75,17 +75,6 @@ CANCELLER_PAUSE_SECONDS = 0.002
 def documented_bytes(tokens: int, hidden: int) -> int:
     """float32 state bytes + 512 bytes + 8 bytes a token id (docs/decisions.md)."""
     return 4 * tokens * hidden + 512 + 8 * tokens
-
-
-@pytest.fixture(scope="module")
-def soak_heads(pytestconfig, artifact_factory) -> list[tuple[str, Path]]:
-    """(adapter id, directory) of every artifact under qualification: the user's
-    ``--laya-artifact``s, else the synthetic default of each head kind (the recipes of
-    ``qualified_artifact``, so they are written once per session)."""
-    user = pytestconfig.getoption("laya_artifact")
-    if user:
-        return [(f"artifact{i}-{Path(p).name}", Path(p).resolve()) for i, p in enumerate(user)]
-    return [(kind, synthetic_artifact(artifact_factory, kind)) for kind in SYNTHETIC_KINDS]
 
 
 @dataclass
@@ -114,10 +103,7 @@ class Job:
 
 def build_groups(heads: list[tuple[str, Path]], base_dir: Path | None, data) -> list[Group]:
     """One group per distinct base among ``heads``."""
-    by_base: dict[str, dict[str, Path]] = {}
-    for adapter_id, directory in heads:
-        by_base.setdefault(laya.load_artifact_base(directory, base_dir).identity, {})[adapter_id] = directory
-    return [build_group(dirs, base_dir, data) for dirs in by_base.values()]
+    return [build_group(dirs, base_dir, data) for dirs in heads_by_base(heads, base_dir)]
 
 
 def build_group(dirs: dict[str, Path], base_dir: Path | None, data) -> Group:
@@ -341,8 +327,8 @@ def check_final_stats(g: int, group: Group, jobs: list[Job], outcomes: list) -> 
           # record_property only appends the figures: sharing it between examples is harmless
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(seed=st.integers(0, 2**32 - 1), data=st.data())
-def test_soak(soak_heads, qualified_base_dir, record_property, seed, data):
-    groups = build_groups(soak_heads, qualified_base_dir, data)
+def test_soak(qualified_heads, qualified_base_dir, record_property, seed, data):
+    groups = build_groups(qualified_heads, qualified_base_dir, data)
     rng = random.Random(seed)
     jobs = draw_jobs(groups, rng)
     canceller, monitor = Canceller(random.Random(rng.random())), Monitor(groups)

@@ -8,12 +8,28 @@ benchmark claims' own (laya_qual.serving_bench), on a larger encoder.
    (each arm in a fresh process; RSS delta over the loads).
 
     python scripts/bench_serving.py [--hidden 256] [--layers 4] [--heads 16] [--rounds 200]
+
+4. With --batch, instead: a fixed mixed-length request set served one by one
+   (Adapters.predict), in batches (Adapters.predict_many) and, where transformers is
+   installed, by BertModel (float32, sdpa, dynamic padding) on the same base and batches;
+   requests/s of each and the ratios (the claim bench.serve.batch's arms). Every batched
+   prediction must be bitwise the one-by-one one, else it exits 1. Synthetic float32,
+   int8 and transformer heads are written on --base (a base-only artifact, e.g. from
+   `laya base import`), else on a synthetic base of --hidden/--layers.
+
+    python scripts/bench_serving.py --batch [--base DIR] [--requests 256] [--batch-size 32]
+        [--sequence-budget 256] [--threads 1] [--rounds 5] [--seed 0] [--profile]
+
+   --profile adds where the time goes: torch.profiler's top ops (self CPU time) for the
+   first batch served by each arm.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,18 +76,112 @@ def timing(dirs: list[Path], rounds: int) -> dict[str, float]:
     return side_by_side({**cache, "bare": overhead["bare"]}, rounds) | {"tokens": tokens}
 
 
+def batch(args: argparse.Namespace, root: Path) -> dict:
+    """The batch arms on three synthetic heads (one of each kind) sharing one base."""
+    import torch
+
+    from laya_qual.benchmarking import side_by_side
+    from laya_qual.serving_bench import ArmsDisagree, batch_arms
+    from laya_qual.synth import write_artifact
+
+    torch.set_num_threads(args.threads)
+    shape = {} if args.base else dict(hidden_size=args.hidden, num_layers=args.layers, num_heads=max(1, args.hidden // 64),
+                                      intermediate_size=4 * args.hidden, vocab_words=2000, max_positions=512)
+    dirs = {kind: write_artifact(root / kind, seed=7, head_kind=kind, base_seed=1, base_dir=args.base,
+                                 sequence_budget=args.sequence_budget, **shape)
+            for kind in ("float32", "int8", "transformer")}
+    load_before = os.getloadavg()
+    try:
+        arms, work = batch_arms(dirs, requests=args.requests, batch_size=args.batch_size, seed=args.seed)
+    except ArmsDisagree as exc:
+        sys.exit(f"bench_serving: the arms disagree: {exc}")
+    medians = side_by_side(arms, args.rounds)
+    if args.profile:
+        profile_first_batch(dirs, work.batch_size, args.seed)
+    lengths = sorted(map(len, work.token_ids))
+    per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
+    return {
+        "config": {"base": str(args.base or f"synthetic hidden {args.hidden}, layers {args.layers}"),
+                   "requests": len(work.items), "batch_size": work.batch_size, "sequence_budget": args.sequence_budget,
+                   "threads": args.threads, "rounds": args.rounds, "seed": args.seed, "tokens": sum(lengths),
+                   "length_min_median_max": [lengths[0], statistics.median(lengths), lengths[-1]]},
+        "load_average_before_after": [list(load_before), list(os.getloadavg())],
+        "median_seconds": medians,
+        "requests_per_second": per_second,
+        "batched_over_one_by_one": per_second["batched"] / per_second["one_by_one"],
+        "batched_over_transformers": per_second["batched"] / per_second["transformers"] if "transformers" in arms else None,
+    }
+
+
+def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int) -> None:
+    """Top ops of the first batch through each arm (built again on just that batch)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from laya_qual.serving_bench import batch_arms
+
+    arms, _ = batch_arms(dirs, requests=batch_size, batch_size=batch_size, seed=seed)  # the same first items
+    for name, arm in arms.items():
+        arm()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            arm()
+        print(f"\n{name}: first batch ({batch_size} requests), top ops by self CPU time")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
+
+
+def print_batch(f: dict) -> None:
+    c = f["config"]
+    print(f"base: {c['base']}; {c['requests']} requests ({c['tokens']} tokens, lengths min/median/max "
+          f"{'/'.join(map(str, c['length_min_median_max']))}) in batches of {c['batch_size']}, {c['threads']} thread(s), "
+          f"{c['rounds']} interleaved rounds")
+    print("load average before: {:.2f} {:.2f} {:.2f}, after: {:.2f} {:.2f} {:.2f}".format(*sum(f["load_average_before_after"], [])))
+    for name, rate in f["requests_per_second"].items():
+        print(f"{name:<12} median {f['median_seconds'][name]:8.3f} s   {rate:9.1f} requests/s")
+    print(f"batched / one_by_one   = {f['batched_over_one_by_one']:.2f}x (every batched prediction bitwise the one-by-one one)")
+    if f["batched_over_transformers"] is not None:
+        print(f"batched / transformers = {f['batched_over_transformers']:.2f}x")
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--rounds", type=positive, help="interleaved rounds (default: 200; 5 with --batch)")
+    parser.add_argument("--batch", action="store_true", help="measure batched serving instead (4. above)")
+    parser.add_argument("--base", type=Path, help="with --batch: the base to write the heads on")
+    parser.add_argument("--requests", type=positive, default=256)
+    parser.add_argument("--batch-size", type=positive, default=32)
+    parser.add_argument("--sequence-budget", type=positive, default=256, help="the heads' (capped at the base's positions)")
+    parser.add_argument("--threads", type=positive, default=1, help="torch intra-op threads")
+    parser.add_argument("--seed", type=int, default=0, help="draws the request set")
+    parser.add_argument("--profile", action="store_true", help="with --batch: also profile the first batch")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--memory-arm", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_arm:
         print(memory_arm(args.memory_arm[0], json.loads(args.memory_arm[1])))
         return
+    if args.batch:
+        args.rounds = args.rounds or 5
+        from laya.errors import LayaError
+
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                figures = batch(args, Path(tmp))
+            except LayaError as exc:  # e.g. --base is not a base
+                sys.exit(f"bench_serving: {exc}")
+        print_batch(figures)
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        return
+    args.rounds = args.rounds or 200
     with tempfile.TemporaryDirectory() as tmp:
         dirs = write_heads(Path(tmp), args.heads, args.hidden, args.layers)
         t = timing(dirs, args.rounds)

@@ -4,7 +4,9 @@ Batched serving may only batch if a request's probabilities stay bitwise what it
 alone. This probe answers the question for the torch build and CPU it runs on, on
 MiniLM's shapes (hidden 384, 12 attention heads of 32): for each sequence length n and
 batch size B it compares every row of a batched computation with the same sequence
-computed alone, with ``torch.equal``, and prints which lengths differ.
+computed alone, with ``torch.equal``, and prints which lengths differ; then which row
+counts of one GEMM change a row's bits, which is what laya's packing (whole blocks of
+``laya.encoder.ROW_QUANTUM`` rows) avoids.
 
     .venv/bin/python scripts/probe_batch_exactness.py [--max-length 40] [--hidden 384]
 """
@@ -15,6 +17,8 @@ import argparse
 
 import torch
 from torch.nn import functional as F
+
+from laya.encoder import ROW_QUANTUM
 
 
 def linear_ways(weight: torch.Tensor, bias: torch.Tensor) -> dict:
@@ -45,6 +49,14 @@ def differing_lengths(batched, single, make, lengths, batch_sizes) -> tuple[int,
     return bad, rows, sorted(lengths_with_a_difference)
 
 
+def rows_that_change_bits(weight: torch.Tensor, bias: torch.Tensor, max_rows: int) -> list[int]:
+    """Row counts M for which F.linear over M rows gives some row other bits than the same
+    row in a 1024-row call: the counts a packing must avoid."""
+    x = torch.randn(1024, weight.shape[1])
+    reference = F.linear(x, weight, bias)
+    return [m for m in range(1, max_rows + 1) if not torch.equal(F.linear(x[:m], weight, bias), reference[:m])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-length", type=int, default=40)
@@ -66,6 +78,9 @@ def main() -> None:
         bad, rows, where = differing_lengths(scores, scores, lambda b, n: torch.randn(b, args.heads, n, d),
                                              lengths, batch_sizes)
         print(f"attention scores [B, heads, n, d] vs [heads, n, d]: {bad}/{rows} differ; lengths: {where}")
+        changing = rows_that_change_bits(weight, bias, max_rows=700)
+        print(f"F.linear row counts 1..700 whose rows differ from a 1024-row call: {changing}; "
+              f"of them multiples of {ROW_QUANTUM}: {[m for m in changing if m % ROW_QUANTUM == 0]}")
 
 
 if __name__ == "__main__":

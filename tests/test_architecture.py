@@ -21,7 +21,7 @@ PACKAGES = {"laya": ROOT / "laya", "laya_qual": ROOT / "plugins" / "laya_qual"}
 # The runtime's rooms (docs/architecture.md): serving, training, evolution, command line.
 TRAINING = {"laya.calibration", "laya.dataset", "laya.export", "laya.features", "laya.head_training",
             "laya.pipeline", "laya.quantize", "laya.scoring", "laya.thresholds", "laya.train_cli"}
-SERVING = {"laya", "laya.adapters", "laya.artifact", "laya.atomic", "laya.base", "laya.binding", "laya.cache",
+SERVING = {"laya", "laya.adapters", "laya.artifact", "laya.atomic", "laya.base", "laya.batch", "laya.binding", "laya.cache",
            "laya.cancel", "laya.config", "laya.encoder", "laya.errors", "laya.finite", "laya.gate",
            "laya.head_network", "laya.importer", "laya.interrupts", "laya.jsonl", "laya.loading", "laya.rendering",
            "laya.request", "laya.weights"}

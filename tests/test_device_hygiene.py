@@ -137,8 +137,12 @@ def test_serving_paths(serving):
         got = {(kind, i): outcome(models[kind].predict(r)) for kind in KINDS for i, r in enumerate(requests)}
         served = [{(kind, i): outcome(adapters.predict(kind, r)) for kind in KINDS for i, r in enumerate(requests)}
                   for adapters in (plain, cached, cached)]  # the second cached round is served from the cache
-    assert torch.equal(layers[-1], states)
+        pairs = [(kind, r) for kind in KINDS for r in requests]
+        batched = [outcome(p) for p in plain.predict_many(pairs)]
+        packed = base.encode_packed([base.render(r).token_ids for r in requests])
+    assert torch.equal(layers[-1], states) and torch.equal(packed[0], states)
     assert got == expected and all(answers == expected for answers in served)
+    assert batched == [expected[kind, i] for kind in KINDS for i in range(len(requests))]
     stats = cached.cache_stats()  # a miss per distinct sequence, written and then read under the check
     assert (stats.misses, stats.hits) == (len(requests), len(KINDS) * len(requests) * 2 - len(requests))
 

@@ -5,8 +5,8 @@ deterministic point. ``LAYA_TEST_HOLD_PUBLISH=FINAL:MARKER`` makes the process s
 right before it publishes FINAL: every byte is in the temporary sibling and synced,
 nothing is renamed yet; it lists the temporaries in MARKER and waits for MARKER to go
 away. `laya predict` needs no seam: it is signalled while blocked reading its next
-request, after the test has read back the lines it finished (which also shows they
-were flushed one by one). Then the test looks at what is on disk:
+request, after the test has read back the lines it finished (which also shows each
+chunk is flushed as soon as it is served, without waiting for a full batch). Then the test looks at what is on disk:
 
 - SIGKILL: nothing under the final name (an earlier bundle stays byte for byte); the
   hidden temporary is all that is left, and it holds the complete output.

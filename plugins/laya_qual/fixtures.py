@@ -82,6 +82,27 @@ def synthetic_artifact(artifact_factory: ArtifactFactory, kind: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def qualified_heads(pytestconfig: pytest.Config, artifact_factory: ArtifactFactory) -> list[tuple[str, Path]]:
+    """(adapter id, directory) of every artifact under qualification, for claims about serving
+    several heads at once: the user's ``--laya-artifact``s, else the synthetic default of each
+    head kind (the recipes of ``qualified_artifact``, so they are written once per session)."""
+    user = pytestconfig.getoption("laya_artifact")
+    if user:
+        return [(f"artifact{i}-{Path(p).name}", Path(p).resolve()) for i, p in enumerate(user)]
+    return [(kind, synthetic_artifact(artifact_factory, kind)) for kind in SYNTHETIC_KINDS]
+
+
+def heads_by_base(heads: list[tuple[str, Path]], base_dir: Path | None) -> list[dict[str, Path]]:
+    """``heads`` grouped by the base they attach to ({adapter id: directory} per base)."""
+    import laya
+
+    by_base: dict[str, dict[str, Path]] = {}
+    for adapter_id, directory in heads:
+        by_base.setdefault(laya.load_artifact_base(directory, base_dir).identity, {})[adapter_id] = directory
+    return list(by_base.values())
+
+
+@pytest.fixture(scope="session")
 def qualified_artifact(request: pytest.FixtureRequest, artifact_factory: ArtifactFactory) -> Path:
     """The directory of one artifact under qualification."""
     source, value = request.param

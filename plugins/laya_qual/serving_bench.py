@@ -8,18 +8,24 @@ returns them as named calls for ``benchmarking.side_by_side``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import random
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 
 import laya
 from laya.encoder import Encoder
+from laya.errors import LayaError
 from laya_qual.benchmarking import unique_tensor_bytes
+from laya_qual.synth.tokenizer import vocabulary_words
 
 Call = Callable[[], object]
 Directory = str | os.PathLike
 CACHE_BYTES = 1 << 26  # holds every request the benchmarks send
+STATES_TOLERANCE = 1e-4  # float32 kernels (sdpa, padded batches) vs laya's: rounding, not another computation
 
 
 class ArmsDisagree(AssertionError):
@@ -89,3 +95,123 @@ def weight_bytes(heads: list[laya.Head]) -> int:
     """Distinct weight bytes the heads and their bases hold (a shared base counts once)."""
     return unique_tensor_bytes([t for h in heads for t in (*h.base.weight_tensors().values(),
                                                            *h.weight_tensors().values())])
+
+
+@dataclass(frozen=True)
+class BatchWorkload:
+    """The fixed request set the batch arms serve: (adapter id, request) items, each one's
+    rendered token ids, and the batch size (the last batch may be shorter)."""
+    items: list[tuple[str, laya.Request]]
+    token_ids: list[tuple[int, ...]]
+    batch_size: int
+
+    def batches(self) -> list[slice]:
+        return [slice(i, i + self.batch_size) for i in range(0, len(self.items), self.batch_size)]
+
+
+def mixed_length_items(heads: Mapping[str, laya.Head], count: int, seed: int) -> list[tuple[str, laya.Request]]:
+    """``count`` valid items drawn from ``seed`` alone: a head each, in turn drawn at random
+    (so heads mix within every batch), a task, 2..max options of 1-3 words and a question
+    grown to a target length drawn uniformly up to the head's sequence budget, so the
+    rendered lengths spread from the shortest request to the budget."""
+    rng = random.Random(seed)
+    names = sorted(heads)
+    tokenizer = heads[names[0]].base.tokenizer  # every head is on one base
+    words = [w for w in vocabulary_words(tokenizer) if w.isascii()] or list("abcdefgh")
+    items = []
+    for _ in range(count):
+        name = rng.choice(names)
+        head = heads[name]
+        task = rng.choice(sorted(head.tasks))
+        options = tuple(" ".join(rng.choices(words, k=rng.randint(1, 3)))
+                        for _ in range(rng.randint(2, head.tasks[task].max_options)))
+        filler = rng.choices(words, k=head.config.sequence_budget)
+        target = rng.randint(1, head.config.sequence_budget)
+
+        def request(k: int) -> laya.Request:
+            return laya.Request(task, " ".join(filler[:k]), options)
+
+        low, high = 1, len(filler)  # the most question words whose rendering fits the target
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if len(head.base.render(request(mid)).token_ids) <= target else (low, mid - 1)
+        head.prepare(request(low))  # refuses (LayaError) an item that would not be served
+        items.append((name, request(low)))
+    return items
+
+
+def batch_arms(dirs: Mapping[str, Directory], *, base_dir: Directory | None = None, requests: int = 256,
+               batch_size: int = 32, seed: int = 0, device: str = "cpu") -> tuple[dict[str, Call], BatchWorkload]:
+    """``one_by_one``: Adapters.predict per item; ``batched``: Adapters.predict_many per batch
+    of ``batch_size`` items; ``transformers`` (where it is installed): BertModel (float32,
+    sdpa) on the same base encoding the same token ids in the same batches, each padded to
+    its longest sequence. All on the heads ``dirs`` (one base), no cache anywhere (a hit
+    would time the cache). Refuses (ArmsDisagree) any batched prediction not bitwise the
+    one-by-one one, and a transformers arm whose states are not laya's within float32 error."""
+    if requests < 1 or batch_size < 1:
+        raise ValueError(f"batch_arms: requests ({requests}) and batch_size ({batch_size}) must be at least 1")
+    first = next(iter(dirs.values()))
+    base = laya.load_artifact_base(first, base_dir, options=laya.BaseOptions(device=device))
+    adapters = laya.open_adapters(dirs, base=base)
+    items = mixed_length_items(adapters.heads, requests, seed)
+    work = BatchWorkload(items, [base.render(r).token_ids for _, r in items], batch_size)
+
+    def one_by_one() -> list[laya.Prediction]:
+        return [adapters.predict(a, r) for a, r in items]
+
+    def batched() -> list[laya.Prediction]:
+        return [_served(p) for part in work.batches() for p in adapters.predict_many(items[part])]
+
+    alone, together = one_by_one(), batched()
+    for i, (a, b) in enumerate(zip(alone, together, strict=True)):
+        if _bits(a) != _bits(b):
+            raise ArmsDisagree(f"item {i} ({len(work.token_ids[i])} tokens, batch {i // batch_size}): predict_many "
+                               f"gave {b}, predict gave {a}")
+    arms: dict[str, Call] = {"one_by_one": one_by_one, "batched": batched}
+    if importlib.util.find_spec("transformers") is not None:
+        arms["transformers"] = _transformers_arm(base, work, device)
+    return arms, work
+
+
+def _served(result: laya.Prediction | LayaError) -> laya.Prediction:
+    if isinstance(result, LayaError):
+        raise result
+    return result
+
+
+def _bits(prediction: laya.Prediction) -> tuple:
+    """Every field, floats by their exact bits (``==`` would take -0.0 for 0.0)."""
+    return (prediction.task, tuple(p.hex() for p in prediction.probabilities), prediction.decision,
+            prediction.head_digest, prediction.adapter_id)
+
+
+def _transformers_arm(base: laya.VerifiedBase, work: BatchWorkload, device: str) -> Call:
+    """BertModel over the workload's token ids, batch by batch, dynamically padded; checked
+    against laya's states for the first batch (float32 kernels differ, so within 1e-4)."""
+    from laya_qual.synth.reference import ReferenceModel, transformers_bert_sdpa
+
+    reference = ReferenceModel(base.source)
+    model = transformers_bert_sdpa(reference).to(device)
+    pad = reference.special["pad"]
+    types = [reference.token_types(ids) for ids in work.token_ids]  # what a tokenizer hands over with the ids
+
+    def padded(part: slice) -> dict[str, torch.Tensor]:
+        ids, kinds = work.token_ids[part], types[part]
+        n = max(map(len, ids))
+        return {"input_ids": torch.tensor([[*s, *[pad] * (n - len(s))] for s in ids], device=device),
+                "token_type_ids": torch.tensor([[*t, *[0] * (n - len(t))] for t in kinds], device=device),
+                "attention_mask": torch.tensor([[1] * len(s) + [0] * (n - len(s)) for s in ids], device=device)}
+
+    def encode() -> list[torch.Tensor]:
+        with torch.inference_mode():
+            return [model(**padded(part)).last_hidden_state for part in work.batches()]
+
+    first = work.batches()[0]
+    with torch.inference_mode():
+        theirs = model(**padded(first)).last_hidden_state
+    for i, ours in enumerate(base.encode_packed(work.token_ids[first])):
+        worst = float((theirs[i, :len(ours)] - ours).abs().max())
+        if not worst <= STATES_TOLERANCE:
+            raise ArmsDisagree(f"item {i}: transformers' states differ from laya's by {worst:.3g} "
+                               f"(> {STATES_TOLERANCE}): it would encode something else")
+    return encode
