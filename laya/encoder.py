@@ -18,6 +18,7 @@ the claim ``serve.batch.exact`` checks that on the machine it runs on.
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 import torch
@@ -159,8 +160,7 @@ class Encoder(nn.Module):
                      check: CheckFn | None = None) -> Iterator[torch.Tensor]:
         """The embedding output, then every layer's output, each [sum(lengths), hidden]."""
         rows = token_ids.shape[0]
-        starts = [sum(lengths[:i]) for i in range(len(lengths))]
-        segments = tuple(zip(starts, lengths))
+        segments = tuple(zip(accumulate(lengths, initial=0), lengths))
         positions = torch.cat([torch.arange(n, device=token_ids.device) for n in lengths])
         x = self.embeddings(token_ids, token_types, positions)
         yield x

@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import laya
 from laya.cache import EncoderStateCache
+from laya_qual.suite import cache_oracle
 from laya_qual.synth import requests_for, texts
 
 IDENTITY = "base-identity"
@@ -33,8 +34,7 @@ def states_for(ids: tuple[int, ...], hidden: int = HIDDEN) -> torch.Tensor:
 
 
 def documented_bytes(tokens: int, hidden: int = HIDDEN) -> int:
-    """float32 state bytes + 512 bytes + 8 bytes a token id (docs/decisions.md)."""
-    return 4 * tokens * hidden + 512 + 8 * tokens
+    return cache_oracle.documented_bytes(tokens, hidden)
 
 
 @pytest.mark.laya_claim("cache.keys.exact")

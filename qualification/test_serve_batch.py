@@ -32,10 +32,10 @@ from hypothesis import strategies as st
 import laya
 from laya.errors import BudgetExceeded, Cancelled, RequestError, UnknownAdapter
 from laya_qual.fixtures import heads_by_base
+from laya_qual.suite.cache_oracle import documented_bytes
 from laya_qual.synth import CancelAfter, over_budget_requests, requests_for
 
 MAX_LENGTH = 48
-ENTRY_OVERHEAD = 512  # documented entry size: 4 * tokens * hidden + 512 + 8 * tokens (docs/decisions.md)
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +60,6 @@ def same(got: laya.Prediction, want: laya.Prediction) -> bool:
             == (want.task, want.decision, want.adapter_id, want.head_digest))
 
 
-def entry_bytes(tokens: int, hidden: int) -> int:
-    return 4 * tokens * hidden + ENTRY_OVERHEAD + 8 * tokens
-
-
 class ReferenceLRU:
     """The cache as documented, written out here: a lookup per prediction, then, on a miss,
     the entry stored (unless larger than the whole budget) after evicting least recently used
@@ -80,7 +76,7 @@ class ReferenceLRU:
             self.entries[token_ids] = self.entries.pop(token_ids)
             return
         self.misses += 1
-        size = entry_bytes(len(token_ids), self.hidden)
+        size = documented_bytes(len(token_ids), self.hidden)
         if size > self.budget:
             return
         while sum(self.entries.values()) + size > self.budget:
@@ -138,7 +134,7 @@ def test_a_batch_serves_every_item_as_if_alone(groups, alone, qualified_base_dir
     reference = alone[index]
     items = data.draw(items_for(reference), label="batch")
     hidden = reference.base.hidden_size
-    working_set = sum(entry_bytes(len(reference.base.render(r).token_ids), hidden) for r in {r for _, r in items})
+    working_set = sum(documented_bytes(len(reference.base.render(r).token_ids), hidden) for r in {r for _, r in items})
     cache_bytes = {"off": 0, "below": working_set // 2, "above": 2 * working_set}[budget]
     warm = data.draw(st.lists(st.sampled_from(items), max_size=3), label="served before the batch")
     batched, one_at_a_time = (open_group(groups[index], qualified_base_dir, cache_bytes) for _ in range(2))

@@ -61,6 +61,7 @@ from hypothesis import strategies as st
 import laya
 from laya.errors import BudgetExceeded, Cancelled, RequestError, UnknownAdapter
 from laya_qual.fixtures import heads_by_base
+from laya_qual.suite.cache_oracle import documented_bytes
 from laya_qual.synth import CancelAfter, over_budget_requests, requests_for
 
 THREADS = 8
@@ -70,11 +71,6 @@ OVER_BUDGET_PER_HEAD = 2
 STALL_SECONDS = 10
 MONITOR_PAUSE_SECONDS = 0.002
 CANCELLER_PAUSE_SECONDS = 0.002
-
-
-def documented_bytes(tokens: int, hidden: int) -> int:
-    """float32 state bytes + 512 bytes + 8 bytes a token id (docs/decisions.md)."""
-    return 4 * tokens * hidden + 512 + 8 * tokens
 
 
 @dataclass
