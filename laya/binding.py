@@ -62,7 +62,8 @@ def state_digest(state: Mapping[str, torch.Tensor]) -> str:
 def numeric_profile(device: str) -> dict:
     """What decides the bits of a float32 forward pass on ``device`` in this process, read live:
     thread counts, torch version, written-out attention, and the CUDA exactness settings
-    (deterministic kernels, TF32 for matmuls and cuDNN, the cuBLAS workspace). Feature stores
+    (deterministic kernels, TF32 for matmuls and cuDNN, the cuBLAS workspace; on CUDA also
+    the GPU model and its compute capability). Feature stores
     and feature packets bind it, so features made under other numerics are refused."""
     import torch
 
@@ -77,7 +78,16 @@ def numeric_profile(device: str) -> dict:
         "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_tf32": torch.backends.cudnn.allow_tf32,
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-    }
+    } | (_gpu_model() if device == "cuda" else {})
+
+
+def _gpu_model() -> dict:
+    """The current GPU's model and compute capability: cuBLAS picks kernels by them, so the
+    same settings on another model of GPU can give other bits."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {"gpu": props.name, "compute_capability": f"{props.major}.{props.minor}"}
 
 
 def require(fields: Sequence[str], expected: Mapping[str, Any], found: Mapping[str, Any],

@@ -156,3 +156,7 @@ class DistributedError(LayaError):
         self.phase = phase
         self.ranks = tuple(ranks)
         super().__init__(message)
+
+
+class DeviceError(LayaError):
+    """The device a run asks for (``cuda``) is not available to the process that would compute on it."""

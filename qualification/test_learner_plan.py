@@ -1,10 +1,12 @@
-"""Accounting: `laya evolve plan` against the documented byte formula and a real packet; the FLOP model.
+"""Accounting: `laya evolve plan` against the documented byte formulas, a real packet and a real
+distributed run's sends; the FLOP model.
 
 One stream of one packet holds microbatch x sequence x width float32 values; a
 schedule stores batches of them per stream; the fixed-tail control stores two
 streams (features and reference), the appended layout one; the read-only head
-replica is the tied matrix plus the final norm's weight and bias, in float32. The
-FLOP model counts one update per token as docs/evolution.md states it.
+replica is the tied matrix plus the final norm's weight and bias, in float32. One
+prefix request sends the int64 token ids, the activations between the owners and the
+stream(s) to the learner. The FLOP model counts one update per token as docs/evolution.md states it.
 """
 
 from __future__ import annotations
@@ -34,11 +36,25 @@ LINE = re.compile(r"^(?P<layout>[a-z-]+): (?P<n>\d+) stream\(s\) \S+; per packet
                   r"read-only head replica (?P<head>[\d.]+) GB$", re.M)
 
 
-def _plan(config: str, batches: int, microbatch: int) -> dict[str, dict]:
-    out = CliRunner().invoke(evolve, ["plan", "--config", config, "--batches", str(batches),
-                                      "--microbatch", str(microbatch)])
+TRANSFER = re.compile(r"  per request: ids (?P<ids>\d+) \+ activations (?P<activations>\d+) \+ streams "
+                      r"(?P<streams>\d+) = (?P<request>\d+) bytes sent, (?P<between>\d+) between nodes "
+                      r"\(owners \| learner\)\n  (?P<updates>\d+) updates: kernel sends (?P<kernel>\d+) bytes "
+                      r"\([\d.]+ GB\), (?P<kernel_between>\d+) between nodes; learner's arm: production sends "
+                      r"(?P<production>\d+) bytes \([\d.]+ GB\), (?P<production_between>\d+) between nodes, "
+                      r"packets written once and read once by the learner: (?P<packets>\d+) bytes each way\n")
+
+
+def _plan(config: str, batches: int, microbatch: int, updates: int | None = None) -> dict[str, dict]:
+    """Per layout: the storage figures and, from the lines right after them, the transfer figures."""
+    args = ["plan", "--config", config, "--batches", str(batches), "--microbatch", str(microbatch)]
+    out = CliRunner().invoke(evolve, args + ([] if updates is None else ["--updates", str(updates)]))
     assert out.exit_code == 0, out.output
-    return {m["layout"]: m.groupdict() for m in LINE.finditer(out.output)}
+    printed = {}
+    for m in LINE.finditer(out.output):
+        moved = TRANSFER.match(out.output, m.end() + 1)
+        assert moved, out.output[m.end():]
+        printed[m["layout"]] = m.groupdict() | {k: int(v) for k, v in moved.groupdict().items()}
+    return printed
 
 
 @pytest.mark.laya_claim("learner.plan.storage")
@@ -99,3 +115,49 @@ def test_flop_model_counts_the_documented_work(config, data):
     model = flop_model(cfg, layout)
     assert (model["kernel_flops_per_token"], model["learner_flops_per_token"]) == (kernel, learner)
     assert model["limit"] == pytest.approx(kernel / learner, rel=1e-12)
+
+
+def _transfer(cfg, streams: int, batches: int, microbatch: int, updates: int) -> dict:
+    """The documented hand-off bytes: int64 ids to owner 0, float32 activations to owner 1, the stream(s)
+    to the learner; between nodes (owners | learner) the ids and the streams."""
+    ids, activations = microbatch * cfg.seq_len * 8, microbatch * cfg.seq_len * cfg.width * 4
+    request, between = ids + activations + streams * activations, ids + streams * activations
+    return {"ids": ids, "activations": activations, "streams": streams * activations, "request": request,
+            "between": between, "updates": updates, "kernel": updates * request, "kernel_between": updates * between,
+            "production": batches * request, "production_between": batches * between,
+            "packets": streams * batches * activations}
+
+
+@pytest.mark.laya_claim("learner.plan.transfer")
+@given(config=st.sampled_from(sorted(CONFIGS)), batches=st.integers(1, 4096), microbatch=st.integers(1, 64),
+       updates=st.integers(1, 100_000))
+@example(config="parent-1.7b", batches=128, microbatch=8, updates=128)
+@example(config="tiny", batches=4, microbatch=2, updates=8)
+def test_plan_prints_the_documented_transfer(config, batches, microbatch, updates):
+    printed = _plan(config, batches, microbatch, updates)
+    for layout, streams in STREAMS.items():
+        expected = _transfer(CONFIGS[config], streams, batches, microbatch, updates)
+        assert {k: printed[layout][k] for k in expected} == expected, layout
+
+
+def _run_kernel(rank, ws):
+    from laya.evolution.kernel import run_kernel
+
+    return run_kernel(rank, ws, snapshots=False)
+
+
+@pytest.mark.laya_claim("learner.plan.transfer")
+@pytest.mark.parametrize("layout", sorted(STREAMS))
+def test_a_distributed_run_sends_the_planned_bytes(evolution_group, evolution_workspaces, layout):
+    """Each rank's counted sends in real production and kernel runs, against the plan's split:
+    owner 0 sends the activations, owner 1 the stream(s), the learner rank the ids."""
+    from laya.evolution.kernel import produce
+
+    exp = Experiment(layout=Layout(layout))
+    ws = evolution_workspaces.fresh(exp)
+    batches = len(set(exp.schedule()))
+    plan = _plan("tiny", batches, exp.microbatch, exp.updates)[layout]
+    for job, requests, total in ((produce, batches, plan["production"]), (_run_kernel, exp.updates, plan["kernel"])):
+        sent = [figures["bytes_sent"] for figures in evolution_group.run(job, ws)]
+        assert sent == [requests * plan["activations"], requests * plan["streams"], requests * plan["ids"]], job
+        assert sum(sent) == total and sent[1] + sent[2] == requests * plan["between"]  # what crosses nodes

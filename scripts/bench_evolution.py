@@ -18,6 +18,7 @@ from pathlib import Path
 from laya.evolution.bench import bench, profile
 from laya.evolution.layouts import LAYOUTS
 from laya.evolution.parent import CONFIGS
+from laya.evolution.placement import HANDOFFS
 
 
 def main() -> None:
@@ -41,7 +42,8 @@ def main() -> None:
     print(f"feature production: {figures['production_seconds']:.3f} s for {args.microbatches} packets "
           f"({figures['production_bytes_sent']} bytes sent)")
     print(f"distributed update: {figures['kernel_update_seconds_median'] * 1e3:.1f} ms median "
-          f"({figures['kernel_bytes_sent_per_update']:.0f} bytes sent per update)")
+          f"({figures['kernel_bytes_sent_per_update']:.0f} bytes sent per update, "
+          f"{HANDOFFS[figures['handoff_device']]})")
     print(f"local update:       {figures['learner_update_seconds_median'] * 1e3:.1f} ms median "
           f"(packets reloaded in {figures['learner_packet_load_seconds']:.3f} s)")
     for name, peak in figures["peak_rss_bytes"].items():

@@ -4,7 +4,8 @@
 #     twice in each arm (8 Adam updates), both layouts; every update and the serialized
 #     final tail must be bitwise equal (bench_evolution.py exits 1 otherwise);
 #  2. the seed-shaped configuration (seed-cpu) for the 4.7x comparison;
-#  3. the benchmark claims on CUDA, as a signed report (laya-qual run ... -k bench) that
+#  3. laya evolve check on CUDA, in-process and under torchrun, compared bitwise (tiny config);
+#  4. the benchmark claims on CUDA, as a signed report (laya-qual run ... -k bench) that
 #     must pass every bench.* claim (laya-qual verify --require-claim).
 # Figures land as JSON/text under OUT (default reports/gpu-probe-<UTC time>); copy them
 # into docs/benchmarks.md. parent-1.7b needs ~64 GB host RAM and ~10 GB disk.
@@ -31,6 +32,17 @@ run() {  # name, then bench_evolution.py arguments
 for layout in appended fixed-tail; do
   run "parent-1.7b-$layout" --config parent-1.7b --layout "$layout" --microbatch 4 --microbatches 4 --updates 8
   run "seed-cpu-$layout" --config seed-cpu --layout "$layout" --profile
+done
+# the check on CUDA, in-process and under torchrun (a GPU per rank and NCCL hand-offs when the
+# machine has 3 GPUs, else all on cuda:0 with CPU copies): bitwise equal to each other
+for layout in appended fixed-tail; do
+  .venv/bin/laya evolve check --layout "$layout" --device cuda --json "$out/check-$layout.json" | tee "$out/check-$layout.txt"
+  $py -m torch.distributed.run --standalone --nproc-per-node 3 -m laya.evolution.run check --layout "$layout" \
+      --device cuda --workdir "$out/torchrun-$layout" --json "$out/torchrun-$layout.json" | tee "$out/torchrun-$layout.txt"
+  $py -c 'import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:])
+same = a["rows"] == b["rows"] and a["state_digests"] == b["state_digests"]
+print("torchrun bitwise equal to laya evolve check:", same, "| hand-offs:", a["handoff_device"], b["handoff_device"])
+sys.exit(0 if same else 1)' "$out/check-$layout.json" "$out/torchrun-$layout.json" | tee -a "$out/torchrun-$layout.txt"
 done
 bundle="$out/bench.intoto.jsonl"
 rc=0

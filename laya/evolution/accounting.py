@@ -1,7 +1,9 @@
-"""Storage and compute accounting: what feature reuse costs on disk and what it can save.
+"""Storage, transfer and compute accounting: what feature reuse costs and what it can save.
 
 Storage: one stream is batches x microbatch x sequence x width x 4 bytes (FP32,
-before metadata); the fixed-tail control stores two streams. Compute: a FLOP model
+before metadata); the fixed-tail control stores two streams. Transfer: the bytes
+of the hand-offs, per request and for a schedule, and which of them cross between
+nodes when the owners and the learner are on different nodes. Compute: a FLOP model
 of one update in each arm; its ratio is the most the learner can gain from not
 recomputing the prefix (transfer and pipeline waits are not in it).
 """
@@ -27,6 +29,33 @@ def projection(config: ParentConfig, layout: Layout, *, batches: int, microbatch
             "packet_bytes": streams * stream_bytes(config, microbatch), "stream_bytes": per_stream,
             "total_bytes": streams * per_stream,
             "head_replica_bytes": 4 * config.head_params()}
+
+
+def handoff_bytes(config: ParentConfig, layout: Layout, microbatch: int) -> dict:
+    """Bytes one prefix request sends (the kernel's every update; production's every packet):
+    the padded token ids learner -> owner 0 (int64), the activations owner 0 -> owner 1,
+    the stream(s) owner 1 -> learner. With the owners on one node and the learner on
+    another, the ids and the streams cross between nodes; the activations stay on the
+    owners' node."""
+    ids = microbatch * config.seq_len * 8
+    activations = stream_bytes(config, microbatch)
+    streams = len(layout.streams) * activations
+    return {"ids": ids, "activations": activations, "streams": streams, "request": ids + activations + streams,
+            "between_nodes": ids + streams}
+
+
+def transfer(config: ParentConfig, layout: Layout, *, batches: int, microbatch: int, updates: int) -> dict:
+    """Bytes each arm moves for `updates` updates over `batches` distinct microbatches.
+
+    The kernel sends one request's bytes every update. The learner's arm sends them once
+    per batch (production), writes each packet once to shared storage, and its learner
+    reads every packet once per run (it keeps them in memory for all its updates)."""
+    one = handoff_bytes(config, layout, microbatch)
+    packets = projection(config, layout, batches=batches, microbatch=microbatch)["total_bytes"]
+    return {"per_request": one,
+            "kernel": {"sent": updates * one["request"], "between_nodes": updates * one["between_nodes"]},
+            "learner": {"sent": batches * one["request"], "between_nodes": batches * one["between_nodes"],
+                        "packets_written": packets, "packets_read": packets}}
 
 
 def _block_flops(config: ParentConfig) -> int:

@@ -27,6 +27,7 @@ from .group import Group
 from .kernel import LEARNER
 from .layouts import Layout, build_tail
 from .numerics import clock, use_device
+from .placement import require_device
 from .parent import CONFIGS, build_blocks, build_embed, build_decoder_head, read_parent
 from .prefix import run_blocks
 from .tail_training import make_optimizer, train_step
@@ -61,12 +62,13 @@ def bench(config_name: str, layout: str = "appended", *, updates: int = 8, micro
     `group` reuses a started 3-rank group (its start-up is not part of any figure, but
     its peak RSS then covers everything it ran before); default: a fresh one.
     """
+    require_device(device)
     exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
                      microbatch=microbatch, microbatches=microbatches, device=device)
     load_before = machine_load()
     with tempfile.TemporaryDirectory(prefix="laya-bench-") as root, ExitStack() as stack:
-        group = group or stack.enter_context(Group(3, timeout_s=timeout_s))
-        local = stack.enter_context(Group(1, timeout_s=timeout_s))
+        group = group or stack.enter_context(Group(3, device=device, timeout_s=timeout_s))
+        local = stack.enter_context(Group(1, device=device, timeout_s=timeout_s))
         result = run_arms(group, prepare(exp, Path(root)), certify=certify, learner_group=local,
                           timeout_s=timeout_s)
         baseline = [i["rss"] for i in group.start_info] + [local.start_info[0]["rss"]]
@@ -86,6 +88,7 @@ def bench(config_name: str, layout: str = "appended", *, updates: int = 8, micro
         "kernel_update_seconds": kernel["update_seconds"], "learner_update_seconds": learner["update_seconds"],
         "learner_packet_load_seconds": learner["load_seconds"],
         "kernel_bytes_sent_per_update": sum(r["bytes_sent"] for r in result.kernel) // updates,  # the same every update
+        "handoff_device": kernel["handoff_device"],  # cuda: GPU to GPU over NCCL; cpu: CPU copies over gloo
         "peak_rss_bytes": {"owner0": result.kernel[0]["peak_rss"], "owner1": result.kernel[1]["peak_rss"],
                            "kernel_learner_rank": kernel["peak_rss"], "feature_learner": learner["peak_rss"]},
         "baseline_rss_bytes": {"owner0": baseline[0], "owner1": baseline[1], "kernel_learner_rank": baseline[2],
@@ -171,5 +174,5 @@ def profile(config_name: str, layout: str = "appended", *, microbatch: int = 4, 
     """Where one update's time goes: prefix forward (what the learner skips) vs the update itself."""
     exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), microbatch=microbatch,
                      microbatches=1, updates=1, device=device)
-    with tempfile.TemporaryDirectory(prefix="laya-profile-") as root, Group(1, timeout_s=3600) as local:
+    with tempfile.TemporaryDirectory(prefix="laya-profile-") as root, Group(1, device=device, timeout_s=3600) as local:
         return local.run(_profile_job, prepare(exp, Path(root)), rounds)[0]

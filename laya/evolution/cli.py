@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from .accounting import PREDECESSOR_STREAM_GB, flop_model, projection
+from .accounting import PREDECESSOR_STREAM_GB, flop_model, projection, transfer
 from .layouts import LAYOUTS, Layout
 from .parent import CONFIGS
 
@@ -31,6 +31,9 @@ def check_options(command):
         click.option("--updates", type=int, default=8, show_default=True),
         click.option("--microbatch", type=int, default=2, show_default=True, help="rows per microbatch"),
         click.option("--microbatches", type=int, default=4, show_default=True, help="distinct microbatches, cycled"),
+        click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+                     help="where every rank computes; cuda: a GPU per rank over NCCL when there are enough, "
+                          "else all on cuda:0 with CPU hand-offs"),
         click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None),
     ]
     for option in reversed(options):
@@ -38,11 +41,19 @@ def check_options(command):
     return command
 
 
-def check_experiment(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int):
+def check_experiment(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, device: str):
+    """The experiment of one check; refuses `cuda` where torch sees none, before any rank starts."""
+    from laya.errors import DeviceError
+
+    from .placement import require_device
     from .workspace import Experiment
 
+    try:
+        require_device(device)
+    except DeviceError as e:
+        raise click.BadParameter(str(e), param_hint="--device") from None
     return Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
-                      microbatch=microbatch, microbatches=microbatches)
+                      microbatch=microbatch, microbatches=microbatches, device=device)
 
 
 def report_check(result, exp, config_name: str, json_path: Path | None) -> None:
@@ -53,6 +64,7 @@ def report_check(result, exp, config_name: str, json_path: Path | None) -> None:
     """
     from laya.binding import state_digest
     from .kernel import LEARNER
+    from .placement import HANDOFFS
 
     click.echo(f"{'update':>6} {'mb':>3} {'kernel loss':>14} {'learner loss':>14} "
                f"{'kernel |g|':>14} {'learner |g|':>14}  equal")
@@ -67,6 +79,7 @@ def report_check(result, exp, config_name: str, json_path: Path | None) -> None:
         "production_seconds": result.production[LEARNER]["seconds"],
         "kernel_update_seconds": sum(kernel) / len(kernel), "learner_update_seconds": sum(local) / len(local),
         "kernel_bytes_sent": sum(r["bytes_sent"] for r in result.kernel),
+        "handoff_device": result.kernel[LEARNER]["handoff_device"],
         "production_bytes_sent": sum(r["bytes_sent"] for r in result.production),
         "learner_bytes": result.learner["learner_bytes"], "parent_bytes": result.learner["parent_bytes"],
         "flop_model": flop_model(exp.config, exp.layout), "rows": result.rows,
@@ -77,7 +90,8 @@ def report_check(result, exp, config_name: str, json_path: Path | None) -> None:
     click.echo(f"feature production: {figures['production_seconds']:.3f} s "
                f"({figures['production_bytes_sent']} bytes sent)")
     click.echo(f"distributed update: {figures['kernel_update_seconds'] * 1e3:.2f} ms "
-               f"({figures['kernel_bytes_sent']} bytes sent over {exp.updates} updates)")
+               f"({figures['kernel_bytes_sent']} bytes sent over {exp.updates} updates, "
+               f"{HANDOFFS[figures['handoff_device']]})")
     click.echo(f"local update:       {figures['learner_update_seconds'] * 1e3:.2f} ms")
     click.echo(f"learner {figures['learner_bytes']} bytes < parent {figures['parent_bytes']} bytes")
     click.echo(f"FLOP-model limit: {figures['flop_model']['limit']:.2f}x")
@@ -99,14 +113,15 @@ def flat_state(record: dict) -> dict:
 
 @evolve.command()
 @check_options
-def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, json_path: Path | None) -> None:
+def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, device: str,
+          json_path: Path | None) -> None:
     """Run the distributed kernel and the feature learner; exit 1 on any bitwise difference."""
     from .check import run_arms
     from .group import Group
     from .workspace import prepare
 
-    exp = check_experiment(layout, config_name, updates, microbatch, microbatches)
-    with tempfile.TemporaryDirectory(prefix="laya-evolve-") as root, Group(3, timeout_s=1800) as group:
+    exp = check_experiment(layout, config_name, updates, microbatch, microbatches, device)
+    with tempfile.TemporaryDirectory(prefix="laya-evolve-") as root, Group(3, device=device, timeout_s=1800) as group:
         result = run_arms(group, prepare(exp, Path(root)), timeout_s=1800)
     report_check(result, exp, config_name, json_path)
 
@@ -115,9 +130,11 @@ def check(layout: str, config_name: str, updates: int, microbatch: int, microbat
 @click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="parent-1.7b", show_default=True)
 @click.option("--batches", type=int, default=128, show_default=True)
 @click.option("--microbatch", type=int, default=8, show_default=True, help="rows per batch")
-def plan(config_name: str, batches: int, microbatch: int) -> None:
-    """Storage for feature packets over a schedule: per packet, per stream, in total."""
-    config = CONFIGS[config_name]
+@click.option("--updates", type=int, default=None, help="updates the schedule runs  [default: --batches, one pass]")
+def plan(config_name: str, batches: int, microbatch: int, updates: int | None) -> None:
+    """Storage for feature packets over a schedule (per packet, per stream, in total) and the bytes each
+    arm sends, with what crosses between nodes when the owners and the learner are on different nodes."""
+    config, updates = CONFIGS[config_name], batches if updates is None else updates
     for name in LAYOUTS:
         p = projection(config, Layout(name), batches=batches, microbatch=microbatch)
         click.echo(f"{name}: {len(p['streams'])} stream(s) {'+'.join(p['streams'])}; per packet "
@@ -125,6 +142,14 @@ def plan(config_name: str, batches: int, microbatch: int) -> None:
         click.echo(f"  {batches} batches x {microbatch} x {config.seq_len} x {config.width} x 4 = "
                    f"{_gb(p['stream_bytes'])} per stream; total {_gb(p['total_bytes'])} before metadata; "
                    f"read-only head replica {_gb(p['head_replica_bytes'])}")
+        t = transfer(config, Layout(name), batches=batches, microbatch=microbatch, updates=updates)
+        one, kernel, learner = t["per_request"], t["kernel"], t["learner"]
+        click.echo(f"  per request: ids {one['ids']} + activations {one['activations']} + streams {one['streams']} "
+                   f"= {one['request']} bytes sent, {one['between_nodes']} between nodes (owners | learner)")
+        click.echo(f"  {updates} updates: kernel sends {kernel['sent']} bytes ({_gb(kernel['sent'])}), "
+                   f"{kernel['between_nodes']} between nodes; learner's arm: production sends {learner['sent']} "
+                   f"bytes ({_gb(learner['sent'])}), {learner['between_nodes']} between nodes, packets written "
+                   f"once and read once by the learner: {learner['packets_written']} bytes each way")
     if config_name == "parent-1.7b" and batches == 128:
         ours = projection(config, Layout("appended"), batches=batches, microbatch=microbatch)["stream_bytes"]
         positions = PREDECESSOR_STREAM_GB * 1e9 / (batches * config.width * 4)

@@ -1,4 +1,4 @@
-"""A reusable group of worker processes: a gloo process group, or a single local worker.
+"""A reusable group of worker processes: a process group (gloo; NCCL too on GPUs), or a single local worker.
 
 Each worker pins its threads before any torch work, joins the group through a
 file:// rendezvous in a fresh private directory (no guessed ports), then runs jobs
@@ -28,6 +28,7 @@ import tempfile
 import time
 import traceback
 import weakref
+from contextlib import contextmanager
 from datetime import timedelta
 from multiprocessing.connection import wait
 
@@ -37,10 +38,12 @@ import torch.distributed as dist
 from laya.errors import DistributedError
 
 from .numerics import pin_threads
+from .placement import backend, place
 
 RENDEZVOUS = "rendezvous"
 COMM_GRACE_S = 2.0   # how long a rank's communication error waits for its cause (a death, a raise)
 DUMP_WAIT_S = 1.0    # how long a missed deadline waits for the pending ranks' stack dumps
+_WAITING = "while waiting to "
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)')
 
 
@@ -86,6 +89,23 @@ def raised_waiting_on_peers(error: BaseException) -> bool:
     return isinstance(error, dist.DistError) or bool(frames and _waiting_in_torch_distributed(frames[-1].filename))
 
 
+@contextmanager
+def waiting_on(what: str):
+    """Note on an error raised inside the block which peer this rank was waiting for
+    ("send to rank 1"), so a timeout names the peer it waited on; the error itself, its
+    type and its traceback are kept (it is still a communication error)."""
+    try:
+        yield
+    except Exception as e:
+        e.add_note(f"{_WAITING}{what}")
+        raise
+
+
+def waited_on(error: BaseException) -> str:
+    """The wait `waiting_on` noted on `error`, as " (while waiting to send to rank 1)"; else empty."""
+    return "".join(f" ({note})" for note in getattr(error, "__notes__", ()) if note.startswith(_WAITING))
+
+
 def _send_error(conn, rank: int, error: BaseException) -> None:
     """Reply ("err", error, traceback, communication): communication when it was raised inside
     torch.distributed, i.e. while this rank waited on its peers (a vanished peer, a timeout)."""
@@ -98,16 +118,17 @@ def _send_error(conn, rank: int, error: BaseException) -> None:
     conn.send_bytes(payload)
 
 
-def _serve(rank: int, world: int, directory: str, conn, timeout_s: float, startup) -> None:
+def _serve(rank: int, world: int, device: str, directory: str, conn, timeout_s: float, startup) -> None:
     stacks = open(_stack_file(directory, rank), "w")  # kept open: faulthandler writes to its fd
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     pin_threads()
     try:
         if startup is not None:
             startup(rank)
+        place(device, rank, world)
         conn.send_bytes(_dumps(("joining", None)))
         if world > 1:
-            dist.init_process_group("gloo", init_method=f"file://{os.path.join(directory, 'rendezvous')}",
+            dist.init_process_group(backend(device), init_method=f"file://{os.path.join(directory, 'rendezvous')}",
                                     rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
     except BaseException as e:  # noqa: BLE001 - reported to the orchestrator, which stops the group
         _send_error(conn, rank, e)
@@ -181,14 +202,20 @@ class Group:
     timeout for every operation). A failure then costs at most COMM_GRACE_S and
     DUMP_WAIT_S more, plus the shutdown (terminate, then kill after 5 s).
 
+    device ("cpu" or "cuda") places every worker before it joins the group
+    (laya.evolution.placement: on CUDA rank r takes cuda:r when there are enough GPUs,
+    else all share cuda:0) and picks the backend (gloo, or cpu:gloo,cuda:nccl); jobs
+    for CUDA experiments need a group started for CUDA to send GPU to GPU.
+
     startup, when given, is a picklable function called as startup(rank) in every
     worker before it joins the rendezvous (per-rank setup; the fault tests use it
     to make one rank raise, hang or die there).
     """
 
-    def __init__(self, world_size: int = 3, *, timeout_s: float = 120.0, start_timeout_s: float = 180.0,
-                 rendezvous_timeout_s: float = 60.0, startup=None):
+    def __init__(self, world_size: int = 3, *, device: str = "cpu", timeout_s: float = 120.0,
+                 start_timeout_s: float = 180.0, rendezvous_timeout_s: float = 60.0, startup=None):
         self.world_size = world_size
+        self.device = device
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self.rendezvous_timeout_s = rendezvous_timeout_s
@@ -210,7 +237,8 @@ class Group:
         try:
             for rank in range(self.world_size):
                 ours, theirs = ctx.Pipe()
-                p = ctx.Process(target=_serve, args=(rank, self.world_size, tmp, theirs, self.timeout_s, self.startup),
+                p = ctx.Process(target=_serve, args=(rank, self.world_size, self.device, tmp, theirs, self.timeout_s,
+                                                     self.startup),
                                 daemon=True, name=f"laya-evolution-rank{rank}")
                 self._conns.append(ours)
                 p.start()
@@ -303,7 +331,8 @@ class Group:
 
     def _lost(self, phase: str, lost: dict):
         r, (error, tb, _) = min(lost.items(), key=lambda item: item[1][2])
-        self._fail(phase, [r], f"rank {r} lost its peers: {type(error).__name__}: {error}", cause=error, tb=tb)
+        self._fail(phase, [r], f"rank {r} lost its peers{waited_on(error)}: {type(error).__name__}: {error}",
+                   cause=error, tb=tb)
 
     def _where(self, ranks: list[int]) -> dict:
         """Each live rank's innermost frame, from the stack dump it writes on SIGUSR1 (once: the group then stops)."""

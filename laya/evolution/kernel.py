@@ -8,9 +8,10 @@ microbatch's token ids to rank 0; activations then travel point to point
 0 -> 1 -> 2. The kernel does this on every update; production does it once per
 microbatch and writes feature packets.
 
-On CUDA (all ranks on one GPU) each rank computes on the device and gloo carries
-CPU copies: gloo's point-to-point ops take CPU tensors only, and the copy is
-part of what the kernel pays per update, as the hand-off between GPUs would be.
+On CUDA each rank computes on its GPU (laya.evolution.placement). When every rank has
+a GPU of its own, the hand-offs go from GPU to GPU over NCCL; when ranks share one GPU,
+gloo carries CPU copies (its point-to-point ops take CPU tensors only) and the copies
+are part of what the kernel pays per update. Either way every sent byte is counted.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from .group import peak_rss_bytes
+from .group import peak_rss_bytes, waiting_on
 from .numerics import clock, peak_device_bytes, use_device
 from .packets import expected_binding, write_packet
+from .placement import handoff_device
 from .parent import build_blocks, build_embed, build_decoder_head, read_parent
 from .prefix import run_blocks
 from .layouts import build_tail
@@ -33,19 +35,26 @@ OWNER_A, OWNER_B, LEARNER = 0, 1, 2
 
 
 class Wire:
-    """Point-to-point sends and receives that count the bytes this rank sends."""
+    """Point-to-point sends and receives that count the bytes this rank sends.
 
-    def __init__(self):
+    Built by every rank at the same point of a job (choosing where the hand-offs live is
+    collective): tensors travel from `device` itself over NCCL when every rank has a GPU
+    of its own, else as CPU copies over gloo.
+    """
+
+    def __init__(self, device: torch.device):
         self.sent = 0
+        self.via = handoff_device(device)
 
     def send(self, tensor: torch.Tensor, dst: int) -> None:
-        dist.send(tensor.to("cpu").contiguous(), dst)
+        with waiting_on(f"send to rank {dst}"):
+            dist.send(tensor.to(self.via).contiguous(), dst)
         self.sent += tensor.numel() * tensor.element_size()
 
-    @staticmethod
-    def recv(shape, dtype, src: int) -> torch.Tensor:
-        buf = torch.empty(shape, dtype=dtype, device="cpu")  # gloo receives into CPU memory only
-        dist.recv(buf, src)
+    def recv(self, shape, dtype, src: int) -> torch.Tensor:
+        buf = torch.empty(shape, dtype=dtype, device=self.via)
+        with waiting_on(f"receive from rank {src}"):
+            dist.recv(buf, src)
         return buf
 
 
@@ -96,14 +105,15 @@ def _request(ws: Workspace, index: int, wire: Wire) -> tuple[torch.Tensor, torch
 
 
 def _figures(start: float, cpu_start: float, wire: Wire, device: torch.device) -> dict:
-    """Wall and this process's CPU seconds since the start, bytes sent, peak memory."""
+    """Wall and this process's CPU seconds since the start, bytes sent and from where, peak memory."""
     return {"seconds": clock(device) - start, "cpu_seconds": time.process_time() - cpu_start,
-            "bytes_sent": wire.sent, "peak_rss": peak_rss_bytes(), "peak_device": peak_device_bytes(device)}
+            "bytes_sent": wire.sent, "handoff_device": wire.via.type, "peak_rss": peak_rss_bytes(), "peak_device": peak_device_bytes(device)}
 
 
 def produce(rank: int, ws: Workspace) -> dict:
     """Compute each distinct microbatch's prefix once, distributed, and write it as a packet."""
-    wire, device = Wire(), use_device(ws.exp.device)
+    device = use_device(ws.exp.device)
+    wire = Wire(device)
     indices = sorted(set(ws.exp.schedule()))
     dist.barrier()
     start, cpu_start = clock(device), time.process_time()
@@ -123,7 +133,8 @@ def produce(rank: int, ws: Workspace) -> dict:
 
 def run_kernel(rank: int, ws: Workspace, *, snapshots: bool = True) -> dict:
     """The incremental kernel: every update recomputes the prefix of its microbatch."""
-    wire, device = Wire(), use_device(ws.exp.device)
+    device = use_device(ws.exp.device)
+    wire = Wire(device)
     schedule = ws.exp.schedule()
     if rank != LEARNER:
         dist.barrier()

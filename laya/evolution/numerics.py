@@ -14,6 +14,8 @@ import time
 import torch
 import torch.utils.deterministic
 
+from .placement import require_device
+
 
 def pin_threads() -> None:
     """One intra-op and one inter-op thread; call first thing in every process."""
@@ -24,11 +26,13 @@ def pin_threads() -> None:
 def use_device(device: str) -> torch.device:
     """Select the device a job computes on; on CUDA, force deterministic kernels and no TF32.
 
-    Every process of both arms runs on the same GPU with the same kernels, which is
-    what keeps CUDA results bitwise equal between them (CPU settings are untouched).
+    Every process of both arms runs the same kernels on the same model of GPU (this
+    process's current one, chosen by laya.evolution.placement), which is what keeps CUDA
+    results bitwise equal between them (CPU settings are untouched).
     """
     cuda = device == "cuda"
     if cuda:
+        require_device(device)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS first starts
         torch.backends.cudnn.benchmark = False
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -36,7 +40,7 @@ def use_device(device: str) -> torch.device:
         torch.cuda.reset_peak_memory_stats()  # peak figures are per job, not per reused worker
         torch.utils.deterministic.fill_uninitialized_memory = False  # receive buffers are overwritten whole
     torch.use_deterministic_algorithms(cuda)  # workers are reused: a later CPU job gets the default back
-    return torch.device(device)
+    return torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
 
 
 def clock(device: torch.device) -> float:

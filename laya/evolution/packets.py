@@ -55,7 +55,7 @@ def write_packet(directory: Path, binding: dict, streams: dict[str, torch.Tensor
     The packet directory appears whole or not at all (laya.atomic: built beside it, synced,
     renamed), so a learner reading shared storage never finds features without their
     binding, and an existing packet is refused (OutputExists), never overwritten."""
-    data = st_save({k: v.contiguous() for k, v in streams.items()})
+    data = st_save({k: v.cpu().contiguous() for k, v in streams.items()})  # streams may arrive on a GPU
     full = dict(binding, features=sha256(data))
     manifest = {"format": FORMAT, "binding": full,
                 "streams": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in streams.items()}}

@@ -2,8 +2,10 @@
 
     torchrun --nproc-per-node 3 -m laya.evolution.run check --layout appended --workdir DIR
 
-Each process torchrun starts is one rank: it pins its threads, joins the gloo group
-through env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, set by torchrun), and runs
+Each process torchrun starts is one rank: it pins its threads, takes its device
+(--device cuda: the node's LOCAL_RANK-th GPU when the node has one per process, else
+cuda:0; laya.evolution.placement), joins the process group through env:// (RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT, set by torchrun; gloo, plus NCCL on CUDA), and runs
 `check.run_arms` itself, with `Ranks` in place of the in-process `Group`: the same jobs,
 in the same order, on the same ranks. Rank 0 prepares the workspace in --workdir and
 sends it to the others, which must see the same files at the same path (shared
@@ -26,9 +28,10 @@ from laya.errors import DistributedError, LayaError
 
 from .check import run_arms
 from .cli import check_experiment, check_options, report_check
-from .group import raised_waiting_on_peers
+from .group import raised_waiting_on_peers, waited_on
 from .kernel import LEARNER
 from .numerics import pin_threads
+from .placement import backend, place
 from .workspace import prepare
 
 WORLD = 3  # owner 0, owner 1, learner (kernel.OWNER_A, OWNER_B, LEARNER)
@@ -62,12 +65,10 @@ class Ranks:
             return [self._alone(fn, args, kwargs, ranks[0], phase)]
         try:
             mine = fn(self.rank, *args, **kwargs) if self.rank in ranks else None
+            every = [None] * WORLD
+            dist.all_gather_object(every, mine)
         except Exception as e:
-            what = "lost its peers (a peer's process or connection ended): " if raised_waiting_on_peers(e) else "raised "
-            raise DistributedError(f"{phase}: rank {self.rank} {what}{type(e).__name__}: {e}",
-                                   phase=phase, ranks=[self.rank]) from e
-        every = [None] * WORLD
-        dist.all_gather_object(every, mine)
+            raise self._failed(phase, e) from e
         return [every[r] for r in ranks]
 
     def _alone(self, fn, args, kwargs, owner: int, phase: str):
@@ -78,11 +79,21 @@ class Ranks:
             except Exception as e:
                 error = e
                 reply = [("err", f"{type(e).__name__}: {e}")]
-        dist.broadcast_object_list(reply, src=owner)
+        try:
+            dist.broadcast_object_list(reply, src=owner)
+        except Exception as e:
+            raise self._failed(phase, e) from e
         status, value = reply[0]
         if status == "err":
             raise DistributedError(f"{phase}: rank {owner} raised {value}", phase=phase, ranks=[owner]) from error
         return value
+
+    def _failed(self, phase: str, error: Exception) -> DistributedError:
+        """This rank's own error, or its wait on a peer that failed (a vanished peer, a timeout)."""
+        what = (f"lost its peers{waited_on(error)}, a peer's process or connection ended or --timeout-s "
+                "passed: " if raised_waiting_on_peers(error) else "raised ")
+        return DistributedError(f"{phase}: rank {self.rank} {what}{type(error).__name__}: {error}",
+                                phase=phase, ranks=[self.rank])
 
 
 def _prepare(rank: int, exp, workdir: Path):
@@ -124,18 +135,19 @@ def main() -> None:
               help="empty or new directory for the workspace; shared storage, same path, across nodes")
 @click.option("--timeout-s", type=float, default=1800.0, show_default=True,
               help="gloo's timeout for every operation and the store")
-def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int,
+def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, device: str,
           json_path: Path | None, workdir: Path, timeout_s: float) -> None:
     """Run both arms on the 3 ranks torchrun started; exit 1 on any bitwise difference, 2 on an error."""
     pin_threads()  # before any torch work, as every Group worker does
     try:
         rank = _launched_rank()
-        dist.init_process_group("gloo", init_method="env://", timeout=timedelta(seconds=timeout_s))
+        exp = check_experiment(layout, config_name, updates, microbatch, microbatches, device)
+        place(device, int(os.environ.get("LOCAL_RANK", rank)), int(os.environ.get("LOCAL_WORLD_SIZE", WORLD)))
+        dist.init_process_group(backend(device), init_method="env://", timeout=timedelta(seconds=timeout_s))
     except (LayaError, ValueError, dist.DistError) as e:
         _fail(f"launch: {e}")
     try:
-        result, exp = _check(Ranks(rank), check_experiment(layout, config_name, updates, microbatch, microbatches),
-                             workdir.resolve())
+        result, exp = _check(Ranks(rank), exp, workdir.resolve())
     except (LayaError, dist.DistError) as e:  # DistError: a peer vanished or a gloo wait timed out
         _fail(f"rank {rank}: {type(e).__name__}: {e}")
     finally:

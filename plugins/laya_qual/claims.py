@@ -402,6 +402,13 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "per-stream bytes = batches x that, total = streams x per-stream, head replica = "
           "4 x (vocab x width + 2 x width); and a packet the runtime writes holds exactly the "
           "planned tensor bytes."),
+    Claim("learner.plan.transfer",
+          "`laya evolve plan` prints, per layout, the bytes one prefix request sends: ids = microbatch x "
+          "sequence x 8 (learner to owner 0), activations = microbatch x sequence x width x 4 (owner 0 to "
+          "owner 1), streams = that x streams (owner 1 to learner), ids + streams between nodes (owners | "
+          "learner); for U updates over B batches the kernel sends U x that, the learner's arm B x that and "
+          "writes and reads its packets once; and real distributed production and kernel runs send exactly "
+          "those bytes from each rank."),
     Claim("learner.plan.flops",
           "The FLOP model behind the speedup limit counts, per token of one update, what "
           "docs/evolution.md states: kernel = cut blocks + (2 reference blocks, fixed-tail) + learner; "

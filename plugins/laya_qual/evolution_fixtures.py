@@ -1,4 +1,4 @@
-"""Fixtures for the laya.evolution claims: one 3-process gloo group per session.
+"""Fixtures for the laya.evolution claims: one 3-process group per session.
 
 Starting the group (three torch imports and a rendezvous) costs seconds, so every
 test and every Hypothesis example reuses it; a job that kills it (dead rank,
@@ -15,10 +15,12 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def evolution_group():
+def evolution_group(request: pytest.FixtureRequest):
+    """Started for `--laya-device` (on CUDA: a GPU per rank and NCCL when there are three),
+    so the benchmark claim's CUDA jobs hand off as a CUDA run would; CPU jobs run on it too."""
     from laya.evolution.group import Group
 
-    group = Group(3, timeout_s=120.0)
+    group = Group(3, device=request.config.getoption("laya_device"), timeout_s=120.0)
     try:
         yield group
     finally:

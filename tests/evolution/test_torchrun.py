@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from laya.binding import state_digest
 from laya.evolution.check import run_arms
@@ -56,17 +57,23 @@ def test_torchrun_is_bitwise_the_in_process_group(tmp_path, group, layout):
     digests = [{"kernel": state_digest(flat_state(k)), "learner": state_digest(flat_state(l))}
                for k, l in zip(reference.kernel[LEARNER]["records"], reference.learner["records"])]
     assert launched["state_digests"] == digests
+    assert launched["handoff_device"] == "cpu"  # CPU ranks: gloo carries the hand-offs
     assert len({d["kernel"] for d in digests}) == 8  # every update changes the state: the digests see it
 
 
-@pytest.mark.parametrize("env, says", [
-    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}, "WORLD_SIZE is 2"),
-    ({}, "start this module with torchrun"),
-], ids=["world-2", "no-torchrun"])
-def test_wrong_launch_is_a_named_error(tmp_path, env, says):
+LAUNCHED = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+
+
+@pytest.mark.parametrize("env, args, says", [
+    (LAUNCHED | {"WORLD_SIZE": "2"}, [], "WORLD_SIZE is 2"),
+    ({}, [], "start this module with torchrun"),
+    pytest.param(LAUNCHED, ["--device", "cuda"], "Invalid value for --device: device cuda: torch",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
+], ids=["world-2", "no-torchrun", "no-cuda"])
+def test_wrong_launch_is_a_named_error(tmp_path, env, args, says):
     clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     done = subprocess.run([sys.executable, "-m", "laya.evolution.run", "check", "--layout", "appended",
-                           "--workdir", str(tmp_path / "ws")], env=clean | env, capture_output=True, text=True,
-                          timeout=120)
+                           "--workdir", str(tmp_path / "ws"), *args], env=clean | env, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "ws").exists()  # refused before any work
