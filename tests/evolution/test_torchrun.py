@@ -22,7 +22,7 @@ import torch
 from laya.binding import state_digest
 from laya.evolution.check import run_arms
 from laya.evolution.cli import flat_state
-from laya.evolution.group import Group
+from laya.evolution.group import Group, waited_on, waiting_on
 from laya.evolution.kernel import LEARNER
 from laya.evolution.layouts import Layout
 from laya.evolution.workspace import Experiment, prepare
@@ -77,3 +77,14 @@ def test_wrong_launch_is_a_named_error(tmp_path, env, args, says):
                           text=True, timeout=120)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "ws").exists()  # refused before any work
+
+
+def test_a_failed_wait_names_the_peer_and_keeps_the_error():
+    """What a hung rank's peers print under torchrun, which has no stack-dump blame: the rank
+    each was waiting on (tried by hand with a SIGSTOPped rank: docs/evolution.md, Bounds)."""
+    timeout = RuntimeError("Timed out waiting 15000ms for recv operation to complete")
+    with pytest.raises(RuntimeError) as raised:
+        with waiting_on("receive from rank 1"):
+            raise timeout
+    assert raised.value is timeout and waited_on(timeout) == " (while waiting to receive from rank 1)"
+    assert waited_on(RuntimeError("no wait noted")) == ""
