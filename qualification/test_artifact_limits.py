@@ -52,7 +52,8 @@ def load_outcome(directory) -> ArtifactError | None:
                                                 + [("head_config", f) for f in HEAD_LIMITS]),
        excess=st.integers(0, 2**62))
 @example(seed=0, role_field=("encoder_config", "hidden_size"), excess=2**31 - 8192)
-@example(seed=0, role_field=("encoder_config", "num_hidden_layers"), excess=100000 - 128)
+@example(seed=0, role_field=("encoder_config", "num_hidden_layers"), excess=0)  # 129 layers: an unbounded count
+# builds them and fails in seconds on the weights; a huge count would fail only by hanging
 @example(seed=0, role_field=("encoder_config", "vocab_size"), excess=1)
 @example(seed=0, role_field=("head_config", "head_layers"), excess=1)
 @example(seed=0, role_field=("head_config", "head_attention_heads"), excess=0)  # 256 does not divide 32

@@ -18,6 +18,24 @@ from laya_qual.synth import CancelAfter, requests_for
 JOIN_SECONDS = 20
 
 
+def gate_released(gate) -> bool:
+    """Whether the gate is free now. The forward ran in this thread, so a gate it let go of is
+    free at once: one try (Gate.POLL_SECONDS) and no more, never a wait that turns the bug
+    into a hang."""
+    checks = []
+
+    def once() -> None:  # Gate.hold checks before its first try and after each failed one
+        checks.append(None)
+        if len(checks) > 1:
+            raise TimeoutError
+
+    try:
+        with gate.hold(once):
+            return True
+    except TimeoutError:
+        return False
+
+
 def checks_in_a_forward(adapters, request) -> int:
     counter = CancelAfter(10**9)
     adapters.predict("h", request, cancel=counter)
@@ -35,6 +53,7 @@ def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_mod
     fire_at = data.draw(st.integers(0, total - 1))
     with pytest.raises(Cancelled):
         adapters.predict("h", request, cancel=CancelAfter(fire_at))
+    assert gate_released(adapters.base.gate), f"the forward cancelled at check {fire_at} still holds the gate"
     assert adapters.cache_stats().entries == 0
     token = threading.Event()
     after = adapters.predict("h", request, cancel=token)

@@ -171,7 +171,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "Instrumented (capture) passes neither read nor write the cache."),
     Claim("gate.cancel.no-poison",
           "A cancel before, during (between layers) or after a forward raises Cancelled or "
-          "returns the full result; a cancelled forward publishes nothing to the cache."),
+          "returns the full result; a cancelled forward publishes nothing to the cache and lets go "
+          "of the gate."),
     Claim("gate.concurrency",
           "Concurrent requests with random cancels never deadlock, equal a serial run, and leave "
           "cache stats consistent."),
