@@ -70,6 +70,22 @@ def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_mod
 
 
 @pytest.mark.laya_claim("gate.cancel.no-poison")
+@pytest.mark.parametrize("where", ["first layer", "last check"])
+def test_a_forward_cancelled_inside_lets_go_of_the_gate(qualified_artifact, qualified_model, where):
+    """The boundary cases the property test draws only by chance: a cancel after the gate was taken."""
+    from hypothesis import find
+
+    request = find(requests_for(qualified_model), lambda r: True)
+    probe = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact)  # no cache: a full forward
+    fire_at = 1 if where == "first layer" else checks_in_a_forward(probe, request) - 1
+    adapters = laya.open_adapters({"h": qualified_artifact}, base=qualified_artifact, cache_bytes=1 << 24)
+    with pytest.raises(Cancelled):
+        adapters.predict("h", request, cancel=CancelAfter(fire_at))
+    assert gate_released(adapters.base.gate), f"the forward cancelled at check {fire_at} still holds the gate"
+    assert adapters.cache_stats().entries == 0
+
+
+@pytest.mark.laya_claim("gate.cancel.no-poison")
 def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
     from hypothesis import find
 
