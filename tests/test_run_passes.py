@@ -14,6 +14,8 @@ import pytest
 import torch  # noqa: F401  in-process report runs import torch; pytester would unload and re-import it, which torch does not survive
 
 from laya_qual.report import LAYA_TYPE
+from laya_qual.signing import keygen, load_public_key
+from laya_qual.verify import verify_bundle
 
 pytest_plugins = ("pytester",)
 
@@ -85,3 +87,29 @@ def test_report_path_from_the_ini_file(project):
     project.makeini("[pytest]\nlaya_report = from-ini.intoto.jsonl\n")
     project.runpytest_inprocess("-p", "laya_qual", "-k", "not_selected").assert_outcomes(passed=1, deselected=1)
     assert laya_predicate(project.path / "from-ini.intoto.jsonl")["claims"]
+
+
+def test_a_suite_test_in_both_passes_is_merged_to_its_worse_outcome(project, tmp_path_factory):
+    """A shipped suite test's node id (a path to the installed suite) is not its report id
+    (laya_qual/suite/...): the two passes' records must still meet as one test, the worse
+    outcome winning, and the bundle must verify."""
+    key = tmp_path_factory.mktemp("key") / "signing-key"
+    keygen(key)
+    select = ("-p", "laya_qual", "--laya-qualify", "-k", "flop_model_counts", "--hypothesis-seed", "5")
+    evidence = project.path / "first.json"
+    assert project.runpytest_subprocess(*select, "--laya-evidence-out", str(evidence)).parseoutcomes()["passed"] == 1
+    earlier = json.loads(evidence.read_text())
+    [record] = earlier["records"]
+    assert record["test"].startswith("laya_qual/suite/test_learner_plan.py::") and record["outcome"] == "passed"
+    record["outcome"] = "failed"  # as if the first pass had failed it
+    evidence.write_text(json.dumps(earlier))
+    bundle = project.path / "r.intoto.jsonl"
+    result = project.runpytest_subprocess(*select, "--laya-evidence-in", str(evidence), "--laya-report", str(bundle),
+                                          "--laya-signing-key", str(key))
+    assert result.parseoutcomes()["passed"] == 1
+    verify_bundle(bundle, load_public_key(key.with_name(key.name + ".pub")))
+    predicate = laya_predicate(bundle)
+    evidence_of_test = [(c["id"], e["outcome"]) for c in predicate["claims"] for e in c["evidence"]
+                        if e["test"] == record["test"]]
+    assert evidence_of_test == [(cid, "failed") for cid in record["claims"]]
+    assert predicate["result"] == "FAILED"

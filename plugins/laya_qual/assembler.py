@@ -159,9 +159,12 @@ class Assembler:
             record["benchmark"] = evidence.benchmark
 
     def _merged(self) -> list[dict]:
-        """This pass's records plus an earlier pass's; a test in both keeps its worse outcome."""
+        """This pass's records plus an earlier pass's; a test in both keeps its worse outcome.
+        Both meet by report test id: this pass keys its records by node id, which for a
+        suite test is not the id the earlier pass wrote."""
         merged = {r["test"]: dict(r) for r in (self.earlier or {}).get("records", [])}
-        for test, record in self.records.items():
+        for record in self.records.values():
+            test = record["test"]
             if test in merged:
                 record = {**merged[test], **record, "outcome": _worse(merged[test]["outcome"], record["outcome"])}
             merged[test] = dict(record)
