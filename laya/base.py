@@ -13,7 +13,7 @@ from laya.artifact import BASE_ROLES, ArtifactFiles
 from laya.binding import sha256
 from laya.cancel import CheckFn
 from laya.config import parse_encoder_config, parse_sequence_format, parse_special_tokens
-from laya.encoder import ROW_QUANTUM, Encoder, encoder_parameter_shapes
+from laya.encoder import Encoder, encoder_parameter_shapes, kernel_identity
 from laya.errors import ArtifactError, NumericError, RequestError
 from laya.finite import require_finite
 from laya.gate import Gate
@@ -54,8 +54,8 @@ class VerifiedBase:
         self._weights = FrozenWeights(Encoder(self.config), tensors, owner=f"base {self.source}",
                                       device=self.options.device)
         # What fixes the numbers an encode returns, besides the token ids: the cache key's prefix and
-        # a feature store's kernel. v2: the packed forward (row quantum), whose bits differ from v1's.
-        kernel = f"laya-encoder-v2|rows{ROW_QUANTUM}|float32|"
+        # a feature store's kernel. v3: grouped attention and the device's linear kernels (docs/serving.md).
+        kernel = kernel_identity(self.options.device) + "|"
         self.identity = sha256((kernel + "|".join(self.pins[r] for r in BASE_ROLES)).encode())
 
     @property

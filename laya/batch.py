@@ -14,12 +14,12 @@ cache's entries, order and counters as if its items had been served one by one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 import torch
 
 from laya.cache import CacheKey, EncoderStateCache
-from laya.cancel import CheckFn
+from laya.cancel import CancelToken, CheckFn, cancel_check
 from laya.config import TaskInfo
 from laya.errors import Cancelled, LayaError, RequestError
 from laya.rendering import Rendered
@@ -27,22 +27,37 @@ from laya.request import Prediction, Request
 
 if TYPE_CHECKING:
     from laya.base import VerifiedBase
-    from laya.loading import Head
 
 Result = Prediction | LayaError
+
+
+class Scorer(Protocol):
+    """What the serving path needs of a head (``laya.Head`` is one): its base, its own
+    validation and rendering, and its scoring of final encoder states."""
+    base: VerifiedBase
+
+    def prepare(self, request: Request) -> tuple[TaskInfo, Rendered]: ...
+
+    def finish(self, states: torch.Tensor, rendered: Rendered, task: TaskInfo, check: CheckFn | None,
+               adapter_id: str | None = None) -> Prediction: ...
 
 
 @dataclass(frozen=True)
 class Planned:
     """One item, validated and rendered, waiting for the forward."""
-    head: Head
+    head: Scorer
     task: TaskInfo
     rendered: Rendered
     adapter_id: str | None
     key: CacheKey
 
 
-def plan(head: Head, request: Request, adapter_id: str | None = None) -> Planned | LayaError:
+def serve_requests(head: Scorer, requests: Sequence[Request], cancel: CancelToken | None) -> list[Result]:
+    """Requests to one head without an adapter id or a cache (a standalone ``Model``)."""
+    return serve(head.base, [plan(head, request) for request in requests], cancel_check(cancel))
+
+
+def plan(head: Scorer, request: Request, adapter_id: str | None = None) -> Planned | LayaError:
     try:
         task, rendered = head.prepare(request)
     except LayaError as exc:
@@ -50,7 +65,7 @@ def plan(head: Head, request: Request, adapter_id: str | None = None) -> Planned
     return Planned(head, task, rendered, adapter_id, (head.base.identity, rendered.token_ids))
 
 
-def plan_pair(item: object, select: Callable[[str], Head]) -> Planned | LayaError:
+def plan_pair(item: object, select: Callable[[str], Scorer]) -> Planned | LayaError:
     """An ``(adapter_id, Request)`` pair; ``select`` finds the head, or refuses the adapter id."""
     if not isinstance(item, (tuple, list)) or len(item) != 2:
         return RequestError(f"expected an (adapter_id, Request) pair, got {type(item).__name__}", field="item")

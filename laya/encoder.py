@@ -3,24 +3,32 @@
 Module and parameter names follow Hugging Face's BertModel (``embeddings.*``,
 ``encoder.layer.{i}.attention.self.query`` ...), so a BERT-family checkpoint's
 tensors load by name. Post-LN blocks with exact (erf) GELU, as BERT uses.
-Head transformer layers reuse ``TransformerLayer``.
+Head transformer layers reuse ``TransformerLayer`` (its plain forward: one sequence).
 
-Several sequences are encoded in one forward by packing their rows into one matrix:
-the linear layers, norms and GELU see every row at once, attention runs on each
-sequence's own rows. A sequence's states must not depend on what it was packed
-with, so every packed matrix gets whole blocks of ``ROW_QUANTUM`` rows (zero rows
-appended): the CPU GEMM kernels give a row bits that depend on the row count only
-for small counts (measured: counts under 12, docs/serving.md). A single sequence
-goes through the same packing, so served alone or in a batch it gets the same bits;
-the claim ``serve.batch.exact`` checks that on the machine it runs on.
+Several sequences are encoded in one forward by packing their rows into one matrix
+(``Packing``): the linear layers, norms and GELU see every row at once, attention
+runs on each sequence's own rows. A sequence's states must not depend on what it was
+packed with, so each sequence occupies whole blocks of ``ROW_QUANTUM`` rows (rows of
+no token appended), which fixes two shapes for it (docs/serving.md):
+
+- every GEMM runs on a multiple of ``ROW_QUANTUM`` rows: the CPU GEMM kernels give a
+  row bits that depend on the row count only for small counts;
+- sequences of the same padded width are attended together, one
+  ``scaled_dot_product_attention`` call over a [count, heads, width, d] block with the
+  padding masked, whose result for a sequence does not depend on the count.
+
+A single sequence goes through the same packing, so served alone or in a batch it gets
+the same bits; the claim ``serve.batch.exact`` checks that on the machine it runs on,
+and scripts/probe_batch_exactness.py shows the rule for each kernel.
 """
 
 from __future__ import annotations
 
 import math
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate, groupby
 from typing import Iterator, Sequence
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -28,7 +36,7 @@ from torch.nn import functional as F
 from laya.cancel import CheckFn
 
 ROW_QUANTUM = 16
-Segments = tuple[tuple[int, int], ...]  # (first row, length) of each packed sequence
+
 
 @dataclass(frozen=True)
 class EncoderConfig:
@@ -43,6 +51,88 @@ class EncoderConfig:
     hidden_act: str = "gelu"
 
 
+class AtenLinear:
+    """The packed forward's linear layers as torch's own ops (any device)."""
+
+    name = "aten"
+
+    @staticmethod
+    def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.gelu(F.linear(x, weight, bias))
+
+    @staticmethod
+    def linear_add(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, weight, bias) + residual
+
+
+class OneDnnLinear:
+    """The same three on the CPU through oneDNN, GELU and the residual add fused into the
+    GEMM: torch's own CPU GEMM (MKL) runs slower code paths on non-Intel CPUs, oneDNN
+    uses the widest instructions the CPU has (docs/benchmarks.md measures both)."""
+
+    name = "onednn"
+
+    @staticmethod
+    def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+    @staticmethod
+    def linear_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "gelu", [], "none")  # "none": erf, not tanh
+
+    @staticmethod
+    def linear_add(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise.binary(x, residual, weight, bias, "add")
+
+
+LinearKernels = type[AtenLinear] | type[OneDnnLinear]
+
+
+def linear_kernels(device: torch.device) -> LinearKernels:
+    """oneDNN on a CPU whose torch build has it, torch's own ops elsewhere."""
+    return OneDnnLinear if device.type == "cpu" and torch.backends.mkldnn.is_available() else AtenLinear
+
+
+def kernel_identity(device: str | torch.device) -> str:
+    """What fixes the bits of a packed forward besides the weights and the token ids: the
+    forward's version, its linear kernels on ``device`` and the row quantum."""
+    return f"laya-encoder-v3|{linear_kernels(torch.device(device)).name}|rows{ROW_QUANTUM}|float32"
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """``count`` sequences padded to the same ``width``, on consecutive rows from ``start``."""
+    start: int
+    width: int
+    count: int
+    mask: torch.Tensor  # [count, 1, 1, width]: True for a token's key, False for a padding row
+
+
+class Packing:
+    """Where each sequence's rows sit in the packed matrix: sequences ordered by width (their
+    length rounded up to whole blocks of ROW_QUANTUM rows), each followed by rows of no token
+    up to its width, so every group of one width is a [count, width] block of rows."""
+
+    def __init__(self, lengths: Sequence[int], device: torch.device):
+        widths = [-(-n // ROW_QUANTUM) * ROW_QUANTUM for n in lengths]
+        order = sorted(range(len(lengths)), key=widths.__getitem__)
+        starts = dict(zip(order, accumulate((widths[i] for i in order), initial=0)))
+        self.rows = sum(widths)
+        self.groups = []
+        for width, members in groupby(order, key=widths.__getitem__):
+            members = list(members)
+            filled = torch.tensor([lengths[i] for i in members], device=device)
+            mask = torch.arange(width, device=device) < filled[:, None]
+            self.groups.append(AttentionGroup(starts[members[0]], width, len(members), mask[:, None, None, :]))
+        # the packed row of every token, sequences in their given order
+        self.token_rows = torch.cat([torch.arange(starts[i], starts[i] + n, device=device)
+                                     for i, n in enumerate(lengths)])
+
+
 class SelfAttention(nn.Module):
     def __init__(self, hidden: int, heads: int):
         super().__init__()
@@ -51,16 +141,9 @@ class SelfAttention(nn.Module):
         self.key = nn.Linear(hidden, hidden)
         self.value = nn.Linear(hidden, hidden)
 
-    def forward(self, x: torch.Tensor, segments: Segments | None = None) -> torch.Tensor:
-        """Attention within each segment of rows (all of ``x`` by default); rows outside
-        every segment (packing) get zeros."""
-        projected = self.query(x), self.key(x), self.value(x)
-        if segments is None:
-            return self.attend(*projected)
-        out = torch.zeros_like(x)
-        for start, n in segments:
-            out[start:start + n] = self.attend(*(t[start:start + n] for t in projected))
-        return out
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention over all rows of ``x``: one sequence."""
+        return self.attend(self.query(x), self.key(x), self.value(x))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         n, hidden = q.shape
@@ -72,6 +155,20 @@ class SelfAttention(nn.Module):
         q, k, v = split(q), split(k), split(v)
         weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d), dim=-1)
         return (weights @ v).transpose(0, 1).reshape(n, hidden)
+
+    def packed(self, x: torch.Tensor, packing: Packing, kernels: LinearKernels) -> torch.Tensor:
+        """Attention within each packed sequence's own rows: one projection to queries, keys
+        and values together, then one call per attention group, padding keys masked."""
+        hidden = x.shape[1]
+        projections = (self.query, self.key, self.value)
+        qkv = kernels.linear(x, torch.cat([p.weight for p in projections]), torch.cat([p.bias for p in projections]))
+        attended = []
+        for group in packing.groups:
+            rows = qkv[group.start:group.start + group.count * group.width]
+            q, k, v = rows.view(group.count, group.width, 3, self.heads, hidden // self.heads).permute(2, 0, 3, 1, 4)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=group.mask)  # [count, heads, width, d]
+            attended.append(out.transpose(1, 2).reshape(-1, hidden))
+        return torch.cat(attended)
 
 
 class DenseNorm(nn.Module):
@@ -85,6 +182,9 @@ class DenseNorm(nn.Module):
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dense(x) + residual)
 
+    def packed(self, x: torch.Tensor, residual: torch.Tensor, kernels: LinearKernels) -> torch.Tensor:
+        return self.LayerNorm(kernels.linear_add(x, self.dense.weight, self.dense.bias, residual))
+
 
 class Attention(nn.Module):
     def __init__(self, hidden: int, heads: int, eps: float):
@@ -92,8 +192,8 @@ class Attention(nn.Module):
         self.self = SelfAttention(hidden, heads)
         self.output = DenseNorm(hidden, hidden, eps)
 
-    def forward(self, x: torch.Tensor, segments: Segments | None = None) -> torch.Tensor:
-        return self.output(self.self(x, segments), x)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output(self.self(x), x)
 
 
 class Intermediate(nn.Module):
@@ -114,9 +214,19 @@ class TransformerLayer(nn.Module):
         self.intermediate = Intermediate(hidden, intermediate)
         self.output = DenseNorm(intermediate, hidden, eps)
 
-    def forward(self, x: torch.Tensor, segments: Segments | None = None) -> torch.Tensor:
-        h = self.attention(x, segments)
+    def forward(self, x: torch.Tensor, packing: Packing | None = None) -> torch.Tensor:
+        """The block over one sequence, or with ``packing`` over the packed sequences."""
+        if packing is not None:
+            return self.packed(x, packing)
+        h = self.attention(x)
         return self.output(self.intermediate(h), h)
+
+    def packed(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """The same maths on the packed matrix, through the fused kernels of its device."""
+        kernels = linear_kernels(x.device)
+        h = self.attention.output.packed(self.attention.self.packed(x, packing, kernels), x, kernels)
+        ffn = self.intermediate.dense
+        return self.output.packed(kernels.linear_gelu(h, ffn.weight, ffn.bias), h, kernels)
 
 
 class Embeddings(nn.Module):
@@ -153,23 +263,29 @@ class Encoder(nn.Module):
     def forward(self, token_ids: torch.Tensor, token_types: torch.Tensor, lengths: Sequence[int],
                 check: CheckFn | None = None) -> torch.Tensor:
         """States [sum(lengths), hidden] of the sequences whose ids are concatenated in ``token_ids``."""
-        *_, states = self.layer_states(token_ids, token_types, lengths, check)
-        return states
+        packing = Packing(lengths, token_ids.device)
+        *_, x = self._packed_states(token_ids, token_types, lengths, packing, check)
+        return x.index_select(0, packing.token_rows)
 
     def layer_states(self, token_ids: torch.Tensor, token_types: torch.Tensor, lengths: Sequence[int],
                      check: CheckFn | None = None) -> Iterator[torch.Tensor]:
         """The embedding output, then every layer's output, each [sum(lengths), hidden]."""
-        rows = token_ids.shape[0]
-        segments = tuple(zip(accumulate(lengths, initial=0), lengths))
+        packing = Packing(lengths, token_ids.device)
+        for x in self._packed_states(token_ids, token_types, lengths, packing, check):
+            yield x.index_select(0, packing.token_rows)
+
+    def _packed_states(self, token_ids: torch.Tensor, token_types: torch.Tensor, lengths: Sequence[int],
+                       packing: Packing, check: CheckFn | None) -> Iterator[torch.Tensor]:
+        """The embedding output, then every layer's output, each as the packed matrix."""
         positions = torch.cat([torch.arange(n, device=token_ids.device) for n in lengths])
-        x = self.embeddings(token_ids, token_types, positions)
+        embedded = self.embeddings(token_ids, token_types, positions)
+        x = embedded.new_zeros(packing.rows, embedded.shape[1]).index_copy_(0, packing.token_rows, embedded)
         yield x
-        x = torch.cat([x, x.new_zeros(-rows % ROW_QUANTUM, x.shape[1])])
         for layer in self.encoder.layer:
             if check is not None:
                 check()
-            x = layer(x, segments)
-            yield x[:rows]
+            x = layer(x, packing)
+            yield x
 
 
 def encoder_parameter_shapes(cfg: EncoderConfig) -> dict[str, tuple[int, ...]]:

@@ -16,7 +16,7 @@ from laya import batch
 from laya.artifact import BASE_ROLES, ArtifactFiles, PinnedFile, read_artifact_files
 from laya.base import BaseOptions, VerifiedBase
 from laya.binding import require, sha256
-from laya.cancel import CancelToken, CheckFn, cancel_check
+from laya.cancel import CancelToken, CheckFn
 from laya.config import HeadConfig, TaskInfo, parse_encoder_config, parse_head_config
 from laya.errors import ArtifactError, BudgetExceeded, LayaError, PinMismatch, RequestError
 from laya.finite import require_finite
@@ -64,7 +64,7 @@ class Head:
                      cancel: CancelToken | None = None) -> list[Prediction | LayaError]:
         """Each request's prediction, or the error that refused it, in order, from one
         forward (laya.batch): every prediction bitwise what ``predict`` gives it alone."""
-        return batch.serve(self.base, [batch.plan(self, request) for request in requests], cancel_check(cancel))
+        return batch.serve_requests(self, requests, cancel)
 
     def prepare(self, request: Request) -> tuple[TaskInfo, Rendered]:
         """Typed validation, task lookup, rendering and this head's budgets; no compute."""

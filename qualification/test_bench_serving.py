@@ -10,11 +10,13 @@ import os
 import statistics
 
 import pytest
+import torch
 
 import laya
 from laya_qual.benchmarking import side_by_side, unique_tensor_bytes
 from laya_qual.fixtures import heads_by_base
-from laya_qual.serving_bench import batch_arms, cache_arms, head_arms, load_heads, overhead_arms, weight_bytes
+from laya_qual.serving_bench import (batch_arms, cache_arms, head_arms, load_heads, missing_peers, overhead_arms,
+                                     weight_bytes)
 
 ROUNDS = 30
 BATCH_ROUNDS = 3  # each round serves the whole request set through every arm
@@ -81,13 +83,17 @@ def test_batched_vs_one_by_one_vs_transformers(benchmark, qualified_heads, quali
     medians = side_by_side(arms, BATCH_ROUNDS, device=laya_device)
     per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
     ratios = {"batched_over_one_by_one": per_second["batched"] / per_second["one_by_one"]}
-    if "transformers" in per_second:
-        ratios["batched_over_transformers"] = per_second["batched"] / per_second["transformers"]
+    for peer in ("transformers", "onnxruntime"):  # throughput ratios: above 1, laya is faster
+        if peer in per_second:
+            ratios[f"batched_over_{peer}"] = per_second["batched"] / per_second[peer]
+    benchmark.extra_info.update({f"batched_over_{peer}": f"not measured: {why}"
+                                 for peer, why in missing_peers(laya_device).items()})
     record(benchmark, medians, **ratios)
     lengths = sorted(map(len, work.token_ids))
     benchmark.extra_info.update({f"requests_per_s_{k}": round(v, 2) for k, v in per_second.items()})
     benchmark.extra_info.update(
         heads=",".join(sorted(dirs)), batch_size=work.batch_size, requests=len(work.items), tokens=sum(lengths),
         length_min=lengths[0], length_median=statistics.median(lengths), length_max=lengths[-1],
-        load_average_1m_before=round(load_before[0], 2), load_average_1m_after=round(os.getloadavg()[0], 2))
+        load_average_1m_before=round(load_before[0], 2), load_average_1m_after=round(os.getloadavg()[0], 2),
+        intra_op_threads=torch.get_num_threads())
     benchmark.pedantic(arms["batched"], rounds=BATCH_ROUNDS)

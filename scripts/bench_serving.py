@@ -10,23 +10,30 @@ benchmark claims' own (laya_qual.serving_bench), on a larger encoder.
     python scripts/bench_serving.py [--hidden 256] [--layers 4] [--heads 16] [--rounds 200]
 
 4. With --batch, instead: a fixed mixed-length request set served one by one
-   (Adapters.predict), in batches (Adapters.predict_many) and, where transformers is
-   installed, by BertModel (float32, sdpa, dynamic padding) on the same base and batches;
+   (Adapters.predict), in batches (Adapters.predict_many), where transformers is
+   installed by BertModel (float32, sdpa, dynamic padding) on the same base and batches,
+   and where the `onnx` extra is installed by that model exported to ONNX Runtime;
    requests/s of each and the ratios (the claim bench.serve.batch's arms). Every batched
    prediction must be bitwise the one-by-one one, else it exits 1. Synthetic float32,
    int8 and transformer heads are written on --base (a base-only artifact, e.g. from
-   `laya base import`), else on a synthetic base of --hidden/--layers.
+   `laya base import`), else on a synthetic base of --hidden/--layers. Every arm runs
+   with --threads intra-op threads.
 
     python scripts/bench_serving.py --batch [--base DIR] [--requests 256] [--batch-size 32]
         [--sequence-budget 256] [--threads 1] [--rounds 5] [--seed 0] [--profile]
+        [--busy-loops N] [--timed ARM,...]
 
    --profile adds where the time goes: torch.profiler's top ops (self CPU time) for the
-   first batch served by each arm.
+   first batch served by each torch arm. --busy-loops N runs N CPU-bound processes
+   (`while True: pass`) while the arms are timed, and stops them after: the figures of a
+   machine another job loads. --timed times only the named arms (the one-by-one
+   predictions are still computed once, for the bitwise check).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -81,7 +88,7 @@ def batch(args: argparse.Namespace, root: Path) -> dict:
     import torch
 
     from laya_qual.benchmarking import side_by_side
-    from laya_qual.serving_bench import ArmsDisagree, batch_arms
+    from laya_qual.serving_bench import ArmsDisagree, batch_arms, missing_peers
     from laya_qual.synth import write_artifact
 
     torch.set_num_threads(args.threads)
@@ -95,22 +102,47 @@ def batch(args: argparse.Namespace, root: Path) -> dict:
         arms, work = batch_arms(dirs, requests=args.requests, batch_size=args.batch_size, seed=args.seed)
     except ArmsDisagree as exc:
         sys.exit(f"bench_serving: the arms disagree: {exc}")
-    medians = side_by_side(arms, args.rounds)
+    timed = {name: arm for name, arm in arms.items() if args.timed is None or name in args.timed}
+    with busy_loops(args.busy_loops):
+        load_timed = os.getloadavg()
+        medians = side_by_side(timed, args.rounds)
+        load_after = os.getloadavg()
     if args.profile:
         profile_first_batch(dirs, work.batch_size, args.seed)
     lengths = sorted(map(len, work.token_ids))
     per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
+    missing = missing_peers("cpu")
     return {
         "config": {"base": str(args.base or f"synthetic hidden {args.hidden}, layers {args.layers}"),
                    "requests": len(work.items), "batch_size": work.batch_size, "sequence_budget": args.sequence_budget,
                    "threads": args.threads, "rounds": args.rounds, "seed": args.seed, "tokens": sum(lengths),
-                   "length_min_median_max": [lengths[0], statistics.median(lengths), lengths[-1]]},
-        "load_average_before_after": [list(load_before), list(os.getloadavg())],
+                   "length_min_median_max": [lengths[0], statistics.median(lengths), lengths[-1]],
+                   "busy_loops": args.busy_loops},
+        "load_average_before_timed_after": [list(load_before), list(load_timed), list(load_after)],
         "median_seconds": medians,
         "requests_per_second": per_second,
-        "batched_over_one_by_one": per_second["batched"] / per_second["one_by_one"],
-        "batched_over_transformers": per_second["batched"] / per_second["transformers"] if "transformers" in arms else None,
+        "batched_over_one_by_one": ratio(per_second, "batched", "one_by_one"),
+        # the peers: batched laya's time over theirs (below 1: laya is faster), or why not measured
+        "batched_time_over": {peer: (medians["batched"] / medians[peer] if peer in medians and "batched" in medians
+                                     else f"not measured: {missing.get(peer, 'not timed (--timed)')}")
+                              for peer in ("transformers", "onnxruntime")},
     }
+
+
+def ratio(per_second: dict[str, float], a: str, b: str) -> float | None:
+    return per_second[a] / per_second[b] if a in per_second and b in per_second else None
+
+
+@contextlib.contextmanager
+def busy_loops(n: int):
+    """``n`` CPU-bound processes for the duration, each stopped (by its own pid) afterwards."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
 
 
 def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int) -> None:
@@ -121,6 +153,8 @@ def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int) -> No
 
     arms, _ = batch_arms(dirs, requests=batch_size, batch_size=batch_size, seed=seed)  # the same first items
     for name, arm in arms.items():
+        if name == "onnxruntime":
+            continue  # its kernels run outside torch, where torch.profiler does not see
         arm()
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             arm()
@@ -132,13 +166,33 @@ def print_batch(f: dict) -> None:
     c = f["config"]
     print(f"base: {c['base']}; {c['requests']} requests ({c['tokens']} tokens, lengths min/median/max "
           f"{'/'.join(map(str, c['length_min_median_max']))}) in batches of {c['batch_size']}, {c['threads']} thread(s), "
-          f"{c['rounds']} interleaved rounds")
-    print("load average before: {:.2f} {:.2f} {:.2f}, after: {:.2f} {:.2f} {:.2f}".format(*sum(f["load_average_before_after"], [])))
+          f"{c['rounds']} interleaved rounds, {c['busy_loops']} busy loop(s) alongside")
+    print("load average before: {:.2f} {:.2f} {:.2f}, when timing started: {:.2f} {:.2f} {:.2f}, "
+          "after: {:.2f} {:.2f} {:.2f}".format(*sum(f["load_average_before_timed_after"], [])))
     for name, rate in f["requests_per_second"].items():
         print(f"{name:<12} median {f['median_seconds'][name]:8.3f} s   {rate:9.1f} requests/s")
-    print(f"batched / one_by_one   = {f['batched_over_one_by_one']:.2f}x (every batched prediction bitwise the one-by-one one)")
-    if f["batched_over_transformers"] is not None:
-        print(f"batched / transformers = {f['batched_over_transformers']:.2f}x")
+    if f["batched_over_one_by_one"] is not None:
+        print(f"batched / one_by_one throughput = {f['batched_over_one_by_one']:.2f}x")
+    print("every batched prediction bitwise the one-by-one one")
+    for peer, value in f["batched_time_over"].items():
+        print(f"time of batched / {peer:<12} = " + (f"{value:.3f}" if isinstance(value, float) else value))
+
+
+ARMS = ("one_by_one", "batched", "transformers", "onnxruntime")
+
+
+def arm_names(text: str) -> set[str]:
+    names = set(text.split(","))
+    if not names <= set(ARMS):
+        raise argparse.ArgumentTypeError(f"unknown arm(s) {sorted(names - set(ARMS))}; the arms are {', '.join(ARMS)}")
+    return names
+
+
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
 
 
 def positive(text: str) -> int:
@@ -162,6 +216,10 @@ def main() -> None:
     parser.add_argument("--threads", type=positive, default=1, help="torch intra-op threads")
     parser.add_argument("--seed", type=int, default=0, help="draws the request set")
     parser.add_argument("--profile", action="store_true", help="with --batch: also profile the first batch")
+    parser.add_argument("--busy-loops", type=non_negative, default=0, metavar="N",
+                        help="with --batch: N CPU-bound processes run while the arms are timed")
+    parser.add_argument("--timed", type=arm_names, metavar="ARM,...",
+                        help=f"with --batch: time only these arms ({', '.join(ARMS)})")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--memory-arm", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()

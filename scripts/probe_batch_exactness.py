@@ -1,14 +1,21 @@
-"""Which ways of batching the encoder's GEMMs give every sequence bitwise its B=1 result?
+"""Which ways of batching the encoder's kernels give every sequence bitwise its B=1 result?
 
 Batched serving may only batch if a request's probabilities stay bitwise what it gets
 alone. This probe answers the question for the torch build and CPU it runs on, on
-MiniLM's shapes (hidden 384, 12 attention heads of 32): for each sequence length n and
-batch size B it compares every row of a batched computation with the same sequence
-computed alone, with ``torch.equal``, and prints which lengths differ; then which row
-counts of one GEMM change a row's bits, which is what laya's packing (whole blocks of
-``laya.encoder.ROW_QUANTUM`` rows) avoids.
+MiniLM's shapes (hidden 384, 12 attention heads of 32, intermediate 1536): for each
+sequence length n and batch size B it compares every row of a batched computation with
+the same sequence computed alone, with ``torch.equal``, and prints which lengths differ;
+then, for every linear kernel the packed forward uses (``laya.encoder.OneDnnLinear``
+on a CPU: the fused query/key/value projection, GELU fused, residual add fused; and
+``AtenLinear``'s ``F.linear`` for other devices), which row counts change a row's bits,
+which is what laya's packing (whole blocks of ``laya.encoder.ROW_QUANTUM`` rows per
+sequence) avoids; and whether the grouped attention (one
+``scaled_dot_product_attention`` call over the sequences of one width, padded to whole
+blocks of ROW_QUANTUM rows and masked) gives a sequence the same bits in a group of B
+as alone.
 
     .venv/bin/python scripts/probe_batch_exactness.py [--max-length 40] [--hidden 384]
+        [--heads 12] [--intermediate 1536] [--max-rows 700]
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import argparse
 import torch
 from torch.nn import functional as F
 
-from laya.encoder import ROW_QUANTUM
+from laya.encoder import ROW_QUANTUM, AtenLinear, OneDnnLinear
 
 
 def linear_ways(weight: torch.Tensor, bias: torch.Tensor) -> dict:
@@ -49,12 +56,59 @@ def differing_lengths(batched, single, make, lengths, batch_sizes) -> tuple[int,
     return bad, rows, sorted(lengths_with_a_difference)
 
 
-def rows_that_change_bits(weight: torch.Tensor, bias: torch.Tensor, max_rows: int) -> list[int]:
-    """Row counts M for which F.linear over M rows gives some row other bits than the same
-    row in a 1024-row call: the counts a packing must avoid."""
-    x = torch.randn(1024, weight.shape[1])
-    reference = F.linear(x, weight, bias)
-    return [m for m in range(1, max_rows + 1) if not torch.equal(F.linear(x[:m], weight, bias), reference[:m])]
+def rows_that_change_bits(kernel, d_in: int, d_out: int, max_rows: int) -> list[int]:
+    """Row counts M for which ``kernel`` (x, layer, residual) over M rows gives some row other
+    bits than the same row in an 8192-row call (32 sequences of 256 tokens): every count
+    1..max_rows, then every 37th multiple of ROW_QUANTUM up to 8192. The counts a packing
+    must avoid."""
+    layer = torch.nn.Linear(d_in, d_out)
+    x, residual = torch.randn(8192, d_in), torch.randn(8192, d_out)
+    reference = kernel(x, layer, residual)
+    counts = [*range(1, max_rows + 1), *range(-(-max_rows // ROW_QUANTUM) * ROW_QUANTUM, 8192, 37 * ROW_QUANTUM)]
+    return [m for m in counts if not torch.equal(kernel(x[:m], layer, residual[:m]), reference[:m])]
+
+
+def linear_kernels(hidden: int, intermediate: int) -> dict:
+    """name -> (kernel(x, layer, residual), d_in, d_out): each linear kernel of the packed
+    forward at the shape it runs at."""
+    found = {}
+    for kernels in (AtenLinear, OneDnnLinear) if torch.backends.mkldnn.is_available() else (AtenLinear,):
+        found[f"{kernels.__name__}.linear (q, k, v fused: {hidden}->{3 * hidden})"] = (
+            lambda x, layer, _, k=kernels: k.linear(x, layer.weight, layer.bias), hidden, 3 * hidden)
+        found[f"{kernels.__name__}.linear_gelu ({hidden}->{intermediate})"] = (
+            lambda x, layer, _, k=kernels: k.linear_gelu(x, layer.weight, layer.bias), hidden, intermediate)
+        for d_in in (hidden, intermediate):  # the attention output, the FFN output
+            found[f"{kernels.__name__}.linear_add ({d_in}->{hidden}, + residual)"] = (
+                lambda x, layer, residual, k=kernels: k.linear_add(x, layer.weight, layer.bias, residual), d_in, hidden)
+    return found
+
+
+def grouped_attention_differences(lengths, batch_sizes, heads: int, d: int) -> tuple[int, int, list[int]]:
+    """Rows of a sequence attended in a group of B (padded and masked to its width, as
+    laya.encoder.SelfAttention.packed does) that differ from the sequence attended alone."""
+    def attend(group: list[torch.Tensor], width: int) -> torch.Tensor:
+        q = torch.zeros(len(group), width, heads * d)
+        mask = torch.zeros(len(group), 1, 1, width, dtype=torch.bool)
+        for i, s in enumerate(group):
+            q[i, :len(s)] = s
+            mask[i, ..., :len(s)] = True
+        q = q.view(len(group), width, heads, d).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, q * 0.5, q * 2.0, attn_mask=mask).transpose(1, 2)
+
+    rows = bad = 0
+    where = set()
+    for n in lengths:
+        width = -(-n // ROW_QUANTUM) * ROW_QUANTUM
+        for b in batch_sizes:
+            group = [torch.randn(torch.randint(max(1, width - ROW_QUANTUM + 1), width + 1, ()).item(), heads * d)
+                     for _ in range(b - 1)] + [torch.randn(n, heads * d)]
+            together = attend(group, width)[-1, :n]
+            rows += n
+            differing = int((together != attend(group[-1:], width)[0, :n]).any(dim=(1, 2)).sum())
+            bad += differing
+            if differing:
+                where.add(n)
+    return bad, rows, sorted(where)
 
 
 def main() -> None:
@@ -62,6 +116,8 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=40)
     parser.add_argument("--hidden", type=int, default=384)
     parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--intermediate", type=int, default=1536)
+    parser.add_argument("--max-rows", type=int, default=700)
     args = parser.parse_args()
     torch.manual_seed(0)
     lengths, batch_sizes = range(1, args.max_length + 1), (2, 8, 32)
@@ -78,9 +134,14 @@ def main() -> None:
         bad, rows, where = differing_lengths(scores, scores, lambda b, n: torch.randn(b, args.heads, n, d),
                                              lengths, batch_sizes)
         print(f"attention scores [B, heads, n, d] vs [heads, n, d]: {bad}/{rows} differ; lengths: {where}")
-        changing = rows_that_change_bits(weight, bias, max_rows=700)
-        print(f"F.linear row counts 1..700 whose rows differ from a 1024-row call: {changing}; "
-              f"of them multiples of {ROW_QUANTUM}: {[m for m in changing if m % ROW_QUANTUM == 0]}")
+        bad, rows, where = grouped_attention_differences(lengths, batch_sizes, args.heads, d)
+        print(f"grouped attention (sdpa, {ROW_QUANTUM}-key blocks, masked) in a group of B vs alone: "
+              f"{bad}/{rows} rows differ; lengths: {where}")
+        for name, (kernel, d_in, d_out) in linear_kernels(args.hidden, args.intermediate).items():
+            changing = rows_that_change_bits(kernel, d_in, d_out, args.max_rows)
+            print(f"{name}: row counts (1..{args.max_rows}, then every {37 * ROW_QUANTUM}th to 8192) whose rows differ "
+                  f"from an 8192-row call: {changing}; "
+                  f"of them multiples of {ROW_QUANTUM}: {[m for m in changing if m % ROW_QUANTUM == 0]}")
 
 
 if __name__ == "__main__":

@@ -129,9 +129,9 @@ DEFECTS: tuple[Defect, ...] = (
        "state placement condition inverted: state rendered twice in one format, never in the other"),
     # --- heads (encoder and head numerics) ---------------------------------------------
     _d("heads.gelu-tanh", "heads", "forward heads shared", "laya/encoder.py",
-       "return F.gelu(self.dense(x))",
-       'return F.gelu(self.dense(x), approximate="tanh")',
-       "tanh-approximate GELU instead of BERT's exact erf GELU (self-consistent)"),
+       '"gelu", [], "none")',
+       '"gelu", [], "tanh")',
+       "tanh-approximate GELU instead of BERT's exact erf GELU in the encoder's fused kernel (self-consistent)"),
     _d("heads.layernorm-eps-ignored", "heads", "forward heads shared", "laya/encoder.py",
        "self.LayerNorm = nn.LayerNorm(hidden, eps=eps)",
        "self.LayerNorm = nn.LayerNorm(hidden)",
@@ -248,8 +248,8 @@ DEFECTS: tuple[Defect, ...] = (
        "the instrumented pass 'warms' the cache"),
     # --- gate ----------------------------------------------------------------------------
     _d("gate.no-cancel-between-layers", "gate", "gate", "laya/encoder.py",
-       "            if check is not None:\n                check()\n            x = layer(x, segments)",
-       "            x = layer(x, segments)",
+       "            if check is not None:\n                check()\n            x = layer(x, packing)",
+       "            x = layer(x, packing)",
        "cancel not checked between encoder layers"),
     _d("gate.publish-before-finish", "gate", "gate cache serve.batch", "laya/batch.py",
        "        for i, p in live:\n            results[i] = _finish(p, states[p.key], check)\n",
@@ -283,15 +283,15 @@ DEFECTS: tuple[Defect, ...] = (
        "scores checked, the softmax's output not: a temperature near zero serves NaN probabilities"),
     # --- serve: batches ------------------------------------------------------------------
     _d("serve.batch-rows-not-quantised", "serve", "serve.batch.exact", "laya/encoder.py",
-       "x.new_zeros(-rows % ROW_QUANTUM, x.shape[1])",
-       "x.new_zeros(0, x.shape[1])",
+       "widths = [-(-n // ROW_QUANTUM) * ROW_QUANTUM for n in lengths]",
+       "widths = list(lengths)",
        "sequences packed end to end with no padding rows: the GEMM kernels give a short sequence "
        "other bits alone (a few rows) than in a batch (many)"),
     _d("serve.batch-attention-unmasked", "serve", "serve.batch.exact forward", "laya/encoder.py",
-       "        if segments is None:\n            return self.attend(*projected)",
-       "        if segments is None or len(segments) > 0:\n            return self.attend(*projected)",
-       "a packed batch attended as one sequence, with no mask: every request also attends to its neighbours "
-       "and to the padding rows"),
+       "attn_mask=group.mask)",
+       "attn_mask=None)",
+       "a packed sequence's block attended with no mask: every request also attends to the rows of no "
+       "token that pad it to its width"),
     _d("serve.batch-unknown-adapter-fails-all", "serve", "serve.batch.errors", "laya/batch.py",
        "        head = select(adapter_id)\n    except LayaError as exc:",
        "        head = select(adapter_id)\n    except KeyError as exc:",

@@ -8,9 +8,13 @@ returns them as named calls for ``benchmarking.side_by_side``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import logging
 import os
 import random
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -26,6 +30,7 @@ Call = Callable[[], object]
 Directory = str | os.PathLike
 CACHE_BYTES = 1 << 26  # holds every request the benchmarks send
 STATES_TOLERANCE = 1e-4  # float32 kernels (sdpa, padded batches) vs laya's: rounding, not another computation
+ONNX_PACKAGES = ("onnxruntime", "onnx", "onnxscript")  # the runtime and what torch.onnx.export(dynamo=True) needs
 
 
 class ArmsDisagree(AssertionError):
@@ -145,9 +150,12 @@ def batch_arms(dirs: Mapping[str, Directory], *, base_dir: Directory | None = No
     """``one_by_one``: Adapters.predict per item; ``batched``: Adapters.predict_many per batch
     of ``batch_size`` items; ``transformers`` (where it is installed): BertModel (float32,
     sdpa) on the same base encoding the same token ids in the same batches, each padded to
-    its longest sequence. All on the heads ``dirs`` (one base), no cache anywhere (a hit
-    would time the cache). Refuses (ArmsDisagree) any batched prediction not bitwise the
-    one-by-one one, and a transformers arm whose states are not laya's within float32 error."""
+    its longest sequence; ``onnxruntime`` (where it and the exporter are installed, the
+    ``onnx`` extra): that BertModel exported with ``torch.onnx.export(dynamo=True)`` and run
+    by ONNX Runtime on the same padded batches. All on the heads ``dirs`` (one base), no
+    cache anywhere (a hit would time the cache); every arm uses torch's intra-op thread
+    count. Refuses (ArmsDisagree) any batched prediction not bitwise the one-by-one one, and
+    a peer arm whose states are not laya's within float32 error."""
     if requests < 1 or batch_size < 1:
         raise ValueError(f"batch_arms: requests ({requests}) and batch_size ({batch_size}) must be at least 1")
     first = next(iter(dirs.values()))
@@ -168,9 +176,25 @@ def batch_arms(dirs: Mapping[str, Directory], *, base_dir: Directory | None = No
             raise ArmsDisagree(f"item {i} ({len(work.token_ids[i])} tokens, batch {i // batch_size}): predict_many "
                                f"gave {b}, predict gave {a}")
     arms: dict[str, Call] = {"one_by_one": one_by_one, "batched": batched}
-    if importlib.util.find_spec("transformers") is not None:
+    missing = missing_peers(device)
+    if "transformers" not in missing:
         arms["transformers"] = _transformers_arm(base, work, device)
+    if "onnxruntime" not in missing:
+        arms["onnxruntime"] = _onnxruntime_arm(base, work)
     return arms, work
+
+
+def missing_peers(device: str) -> dict[str, str]:
+    """Each peer arm ``batch_arms`` leaves out on ``device``, with the reason: its figures are
+    "not measured", never passed."""
+    missing = {}
+    if importlib.util.find_spec("transformers") is None:
+        missing["transformers"] = "transformers is not installed"
+    if not all(importlib.util.find_spec(name) is not None for name in ONNX_PACKAGES):
+        missing["onnxruntime"] = f"the onnx extra ({', '.join(ONNX_PACKAGES)}) is not installed"
+    elif device != "cpu":
+        missing["onnxruntime"] = "the arm runs ONNX Runtime's CPU provider only"
+    return missing
 
 
 def _served(result: laya.Prediction | LayaError) -> laya.Prediction:
@@ -192,26 +216,99 @@ def _transformers_arm(base: laya.VerifiedBase, work: BatchWorkload, device: str)
 
     reference = ReferenceModel(base.source)
     model = transformers_bert_sdpa(reference).to(device)
-    pad = reference.special["pad"]
-    types = [reference.token_types(ids) for ids in work.token_ids]  # what a tokenizer hands over with the ids
+    batch = PaddedBatches(reference, work)
 
-    def padded(part: slice) -> dict[str, torch.Tensor]:
-        ids, kinds = work.token_ids[part], types[part]
-        n = max(map(len, ids))
-        return {"input_ids": torch.tensor([[*s, *[pad] * (n - len(s))] for s in ids], device=device),
-                "token_type_ids": torch.tensor([[*t, *[0] * (n - len(t))] for t in kinds], device=device),
-                "attention_mask": torch.tensor([[1] * len(s) + [0] * (n - len(s)) for s in ids], device=device)}
+    def states(part: slice) -> torch.Tensor:
+        return model(**{k: torch.tensor(v, device=device) for k, v in batch.padded(part).items()}).last_hidden_state
 
     def encode() -> list[torch.Tensor]:
         with torch.inference_mode():
-            return [model(**padded(part)).last_hidden_state for part in work.batches()]
+            return [states(part) for part in work.batches()]
 
-    first = work.batches()[0]
     with torch.inference_mode():
-        theirs = model(**padded(first)).last_hidden_state
-    for i, ours in enumerate(base.encode_packed(work.token_ids[first])):
-        worst = float((theirs[i, :len(ours)] - ours).abs().max())
-        if not worst <= STATES_TOLERANCE:
-            raise ArmsDisagree(f"item {i}: transformers' states differ from laya's by {worst:.3g} "
-                               f"(> {STATES_TOLERANCE}): it would encode something else")
+        require_laya_states(base, work, states(work.batches()[0]), "transformers")
     return encode
+
+
+class PaddedBatches:
+    """The workload's batches as a BERT-family encoder takes them: ids, token types and an
+    attention mask, each padded to the batch's longest sequence (what a tokenizer hands over)."""
+
+    def __init__(self, reference, work: BatchWorkload):
+        self.pad = reference.special["pad"]
+        self.work = work
+        self.types = [reference.token_types(ids) for ids in work.token_ids]
+
+    def padded(self, part: slice) -> dict[str, list[list[int]]]:
+        ids, kinds = self.work.token_ids[part], self.types[part]
+        n = max(map(len, ids))
+        return {"input_ids": [[*s, *[self.pad] * (n - len(s))] for s in ids],
+                "token_type_ids": [[*t, *[0] * (n - len(t))] for t in kinds],
+                "attention_mask": [[1] * len(s) + [0] * (n - len(s)) for s in ids]}
+
+
+def require_laya_states(base: laya.VerifiedBase, work: BatchWorkload, theirs, arm: str) -> None:
+    """Refuse a peer arm whose padded states for the first batch are not laya's within float32 error."""
+    for i, ours in enumerate(base.encode_packed(work.token_ids[work.batches()[0]])):
+        worst = float((torch.as_tensor(theirs[i, :len(ours)], device=ours.device) - ours).abs().max())
+        if not worst <= STATES_TOLERANCE:
+            raise ArmsDisagree(f"item {i}: {arm}'s states differ from laya's by {worst:.3g} "
+                               f"(> {STATES_TOLERANCE}): it would encode something else")
+
+
+class _LastHiddenState(torch.nn.Module):
+    """BertModel with positional inputs and one output: the graph the ONNX export traces."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        return self.model(input_ids=input_ids, token_type_ids=token_type_ids,
+                          attention_mask=attention_mask).last_hidden_state
+
+
+def _onnxruntime_arm(base: laya.VerifiedBase, work: BatchWorkload) -> Call:
+    """The transformers arm's BertModel, exported to ONNX (dynamo, batch and sequence
+    dimensions dynamic) and run by ONNX Runtime's CPUExecutionProvider with every graph
+    optimization on, torch's intra-op thread count and one inter-op thread, over the same
+    padded batches; checked against laya's states for the first batch like that arm."""
+    import numpy as np
+    import onnxruntime
+
+    from laya_qual.synth.reference import ReferenceModel, transformers_bert_sdpa
+
+    reference = ReferenceModel(base.source)
+    batch = PaddedBatches(reference, work)
+    example = {k: torch.tensor(v) for k, v in batch.padded(work.batches()[0]).items()}
+    dims = {name: {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")} for name in example}
+    with _exporter_quiet():
+        program = torch.onnx.export(_LastHiddenState(transformers_bert_sdpa(reference)), tuple(example.values()),
+                                    dynamo=True, dynamic_shapes=dims, input_names=list(example),
+                                    output_names=["last_hidden_state"], verbose=False)
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+
+    def states(part: slice):
+        return session.run(None, {k: np.array(v, dtype=np.int64) for k, v in batch.padded(part).items()})[0]
+
+    require_laya_states(base, work, states(work.batches()[0]), "onnxruntime")
+    return lambda: [states(part) for part in work.batches()]
+
+
+@contextlib.contextmanager
+def _exporter_quiet():
+    """The exporter's progress lines, warnings and log records are not benchmark output."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)

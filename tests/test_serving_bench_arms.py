@@ -1,0 +1,48 @@
+"""The serving benchmark's peer arms (laya_qual.serving_bench): a peer is timed only if it
+encodes what laya encodes, and one that encodes something else is refused before timing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import laya
+from laya_qual.serving_bench import (STATES_TOLERANCE, ArmsDisagree, BatchWorkload, batch_arms, missing_peers,
+                                     mixed_length_items, require_laya_states)
+from laya_qual.synth import write_artifact
+
+REQUESTS, BATCH_SIZE = 6, 4  # two batches, the second shorter
+
+
+@pytest.fixture(scope="module")
+def head_dir(tmp_path_factory):
+    return write_artifact(tmp_path_factory.mktemp("bench") / "h", seed=5, head_kind="float32", num_heads=4)
+
+
+def test_the_onnxruntime_arm_encodes_every_batch_as_laya_does(head_dir):
+    if "onnxruntime" in missing_peers("cpu"):
+        pytest.skip(missing_peers("cpu")["onnxruntime"])
+    arms, work = batch_arms({"h": head_dir}, requests=REQUESTS, batch_size=BATCH_SIZE)
+    base = laya.load_artifact_base(head_dir)
+    batches = arms["onnxruntime"]()
+    assert len(batches) == len(work.batches()) == 2
+    for part, padded in zip(work.batches(), batches):
+        assert padded.shape[0] == len(work.token_ids[part])
+        for ids, theirs in zip(work.token_ids[part], padded):
+            ours = base.encode(ids)
+            assert float((torch.from_numpy(theirs[:len(ids)]) - ours).abs().max()) <= STATES_TOLERANCE
+
+
+def test_a_peer_whose_states_differ_is_refused(head_dir):
+    base = laya.load_artifact_base(head_dir)
+    heads = laya.open_adapters({"h": head_dir}, base=base).heads
+    items = mixed_length_items(heads, BATCH_SIZE, seed=1)
+    work = BatchWorkload(items, [base.render(r).token_ids for _, r in items], BATCH_SIZE)
+    longest = max(map(len, work.token_ids))
+    padded = torch.zeros(BATCH_SIZE, longest, base.hidden_size)
+    for i, states in enumerate(base.encode_packed(work.token_ids)):
+        padded[i, :len(states)] = states
+    require_laya_states(base, work, padded, "peer")  # laya's own states pass
+    padded[BATCH_SIZE - 1, 0, 0] += 10 * STATES_TOLERANCE
+    with pytest.raises(ArmsDisagree, match=f"item {BATCH_SIZE - 1}: peer's states differ from laya's"):
+        require_laya_states(base, work, padded, "peer")
