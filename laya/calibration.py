@@ -10,9 +10,9 @@ minimum (it falls all the way to T -> 0), so any fitted T would only say where t
 search stopped, and the sharpest allowed. Every fit says which case it was
 (``outcome``); docs/training.md gives the reasons for the numbers.
 
-The reported NLL and ECE are evaluated on the probabilities the runtime will
-actually serve (float32 ``softmax(scores / T)``), before (T = 1) and after. A fit
-that would serve a worse NLL than T = 1 is not used.
+The reported NLL, ECE and reliability diagrams (the ECE's own bins) are evaluated on
+the probabilities the runtime will actually serve (float32 ``softmax(scores / T)``),
+before (T = 1) and after. A fit that would serve a worse NLL than T = 1 is not used.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+
+from laya.config import ReliabilityBin
 
 METHOD = "temperature-nll-bounded"
 ECE_BINS = 15
@@ -43,6 +45,8 @@ class TemperatureFit:
     ece_before: float
     ece_after: float
     outcome: str  # laya.config.CALIBRATION_OUTCOMES: the first three serve the fit, the others T = 1
+    reliability_before: tuple[ReliabilityBin, ...]  # dev_cal as served at T = 1
+    reliability_after: tuple[ReliabilityBin, ...]  # dev_cal as served at the fitted T
 
     @property
     def warning(self) -> str | None:
@@ -68,16 +72,29 @@ def nll(probabilities: Sequence[torch.Tensor], labels: Sequence[int]) -> float:
     return -sum(math.log(max(float(p[y]), 1e-45)) for p, y in zip(probabilities, labels, strict=True)) / len(labels)
 
 
-def ece(probabilities: Sequence[torch.Tensor], labels: Sequence[int], bins: int = ECE_BINS) -> float:
-    """Top-label expected calibration error over ``bins`` equal-width confidence bins."""
-    totals = [[0, 0.0, 0.0] for _ in range(bins)]  # count, sum confidence, sum correct
+def _bin_totals(probabilities: Sequence[torch.Tensor], labels: Sequence[int], bins: int) -> list[list]:
+    """Per equal-width confidence bin: count, sum of top probabilities, number correct."""
+    totals = [[0, 0.0, 0.0] for _ in range(bins)]
     for p, y in zip(probabilities, labels, strict=True):
         confidence = float(p.max())
         b = totals[min(int(confidence * bins), bins - 1)]
         b[0] += 1
         b[1] += confidence
         b[2] += float(int(p.argmax()) == y)
-    return sum(abs(c - a) for n, c, a in totals if n) / len(labels)
+    return totals
+
+
+def ece(probabilities: Sequence[torch.Tensor], labels: Sequence[int], bins: int = ECE_BINS) -> float:
+    """Top-label expected calibration error over ``bins`` equal-width confidence bins."""
+    return sum(abs(c - a) for n, c, a in _bin_totals(probabilities, labels, bins) if n) / len(labels)
+
+
+def reliability(probabilities: Sequence[torch.Tensor], labels: Sequence[int],
+                bins: int = ECE_BINS) -> tuple[ReliabilityBin, ...]:
+    """The reliability diagram over the ECE's own bins, so that the ECE is
+    sum(count / n * |accuracy - confidence|) over them (head.json records both)."""
+    return tuple(ReliabilityBin(i / bins, (i + 1) / bins, n, c / n if n else None, a / n if n else None)
+                 for i, (n, c, a) in enumerate(_bin_totals(probabilities, labels, bins)))
 
 
 def separable(scores: Sequence[torch.Tensor], labels: Sequence[int]) -> bool:
@@ -124,4 +141,5 @@ def fit_temperature(scores: Sequence[torch.Tensor], labels: Sequence[int]) -> Te
     if nll(after, labels) > nll(before, labels):
         fitted, after, outcome = 1.0, before, "not_better"
     return TemperatureFit(fitted, len(scores), nll(before, labels), nll(after, labels),
-                          ece(before, labels), ece(after, labels), outcome)
+                          ece(before, labels), ece(after, labels), outcome,
+                          reliability(before, labels), reliability(after, labels))

@@ -58,6 +58,12 @@ class _Fields:
             raise self._fail(key, f"{value} is outside {'(' if open_low else '['}{low}, {high}]")
         return value
 
+    def nullable_float(self, key: str, low: float, high: float) -> float | None:
+        if key in self.obj and self.obj[key] is None:
+            del self.obj[key]
+            return None
+        return self.float(key, low, high)
+
     def str(self, key: str, choices: tuple[str, ...] | None = None) -> str:
         value = self.take(key, str)
         if not value or (choices is not None and value not in choices):
@@ -141,6 +147,29 @@ def parse_sequence_format(pinned: PinnedFile, type_vocab_size: int) -> SequenceF
 
 
 @dataclass(frozen=True)
+class ReliabilityBin:
+    """One confidence bin of a reliability diagram: the examples whose top probability
+    falls in [lower, upper), their mean top probability and their top-1 accuracy (both
+    None for an empty bin)."""
+
+    lower: float
+    upper: float
+    count: int
+    confidence: float | None
+    accuracy: float | None
+
+
+@dataclass(frozen=True)
+class ThresholdTest:
+    """One threshold the fixed-sequence procedure tested, in the order it tested them."""
+
+    threshold: float
+    acted: int
+    errors: int
+    risk_upper_bound: float
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Where a trained task's temperature came from (head.json ``tasks[i].calibration``)."""
 
@@ -157,6 +186,9 @@ class Calibration:
     temperature_max: float | None = None
     min_examples: int | None = None
     outcome: str | None = None
+    # dev_cal's reliability diagrams at T = 1 and at the served T (the ECE's bins; None when not recorded)
+    reliability_before: tuple[ReliabilityBin, ...] | None = None
+    reliability_after: tuple[ReliabilityBin, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +210,7 @@ class Certification:
     coverage: float
     risk_upper_bound: float
     temperature: float  # the temperature the threshold was certified under
+    path: tuple[ThresholdTest, ...] | None = None  # every threshold tested, in order (None when not recorded)
 
 
 @dataclass(frozen=True)
@@ -250,6 +283,8 @@ CALIBRATION_METHODS = ("temperature-nll-bounded", "temperature-nll-lbfgs")
 CALIBRATION_OUTCOMES = ("fitted", "at_lower_bound", "at_upper_bound", "separable", "too_few_examples",
                         "not_better")
 CERTIFICATION_METHODS = ("clopper-pearson-fixed-sequence",)
+# The recorded bins' ECE and ece_before/ece_after are the same sum added in another order.
+ECE_TOLERANCE = 1e-9
 
 
 def _optional_object(t: _Fields, key: str, file: str, prefix: str) -> _Fields | None:
@@ -279,9 +314,54 @@ def _calibration(t: _Fields, file: str, prefix: str) -> Calibration | None:
         temperature_min=f.float("temperature_min", 0.0, 1e6, open_low=True) if bounded else None,
         temperature_max=f.float("temperature_max", 0.0, 1e6, open_low=True) if bounded else None,
         min_examples=f.int("min_examples", 1) if bounded else None,
-        outcome=f.str("outcome", CALIBRATION_OUTCOMES) if bounded else None)
+        outcome=f.str("outcome", CALIBRATION_OUTCOMES) if bounded else None,
+        reliability_before=_reliability(f, "reliability_before", examples, file, prefix),
+        reliability_after=_reliability(f, "reliability_after", examples, file, prefix))
     f.done()
+    recorded = [key for key in ("reliability_before", "reliability_after") if getattr(calibration, key) is not None]
+    if len(recorded) == 1:
+        missing = {"reliability_before", "reliability_after"} - set(recorded)
+        raise f._fail(missing.pop(), f"{recorded[0]} is recorded, so this one must be too")
+    for when in ("before", "after") if recorded else ():
+        bins, ece = getattr(calibration, f"reliability_{when}"), getattr(calibration, f"ece_{when}")
+        binned = sum(b.count / examples * abs(b.accuracy - b.confidence) for b in bins if b.count)
+        if not math.isclose(binned, ece, rel_tol=0.0, abs_tol=ECE_TOLERANCE):
+            raise f._fail(f"ece_{when}", f"{ece} is not the ECE of reliability_{when} ({binned})")
     return calibration
+
+
+def _reliability(f: _Fields, key: str, examples: int, file: str, prefix: str) -> tuple[ReliabilityBin, ...] | None:
+    """A reliability diagram: contiguous bins from 0 to 1 whose counts sum to ``examples``."""
+    if key not in f.obj:
+        return None
+    raw = f.take(key, list)
+    if not raw:
+        raise f._fail(key, "needs at least one bin")
+    bins = []
+    for i, item in enumerate(raw):
+        where = f"{prefix}{key}[{i}]."
+        if not isinstance(item, dict):
+            raise ArtifactError("must be an object", file=file, field=where[:-1])
+        b = _Fields(item, file, where)
+        lower, upper = b.float("lower", 0.0, 1.0), b.float("upper", 0.0, 1.0)
+        count = b.int("count", 0, examples)
+        found = ReliabilityBin(lower, upper, count, b.nullable_float("confidence", 0.0, 1.0),
+                               b.nullable_float("accuracy", 0.0, 1.0))
+        b.done()
+        if upper <= lower:
+            raise b._fail("upper", f"{upper} must exceed lower {lower}")
+        if lower != (bins[-1].upper if bins else 0.0):
+            raise b._fail("lower", f"{lower} must be {bins[-1].upper if bins else 0.0}: bins are ordered and "
+                                   "cover [0, 1] without gaps")
+        for value in ("confidence", "accuracy"):
+            if (getattr(found, value) is None) != (count == 0):
+                raise b._fail(value, "must be null exactly when count is 0")
+        bins.append(found)
+    if bins[-1].upper != 1.0:
+        raise f._fail(key, f"the last bin ends at {bins[-1].upper}: bins must cover [0, 1]")
+    if sum(b.count for b in bins) != examples:
+        raise f._fail(key, f"counts sum to {sum(b.count for b in bins)}, not to examples {examples}")
+    return tuple(bins)
 
 
 def _certification(t: _Fields, file: str, prefix: str) -> Certification | None:
@@ -296,11 +376,64 @@ def _certification(t: _Fields, file: str, prefix: str) -> Certification | None:
         target_risk=f.float("target_risk", 0.0, 1.0, open_low=True), delta=f.float("delta", 0.0, 1.0, open_low=True),
         certified=f.take("certified", bool), acted=acted, errors=f.int("errors", 0, acted),
         coverage=f.float("coverage", 0.0, 1.0), risk_upper_bound=f.float("risk_upper_bound", 0.0, 1.0),
-        temperature=f.float("temperature", 0.0, 1e6, open_low=True))
+        temperature=f.float("temperature", 0.0, 1e6, open_low=True),
+        path=_path(f, examples, file, prefix))
     f.done()
     if not math.isclose(certification.coverage, acted / examples, rel_tol=1e-9, abs_tol=1e-12):
         raise f._fail("coverage", f"must equal acted / examples = {acted / examples}")
+    if certification.path is not None:
+        _check_path(certification, f)
     return certification
+
+
+def _path(f: _Fields, examples: int, file: str, prefix: str) -> tuple[ThresholdTest, ...] | None:
+    """The tested thresholds, highest first; a lower threshold acts on a superset."""
+    if "path" not in f.obj:
+        return None
+    raw = f.take("path", list)
+    if not raw:
+        raise f._fail("path", "needs at least one tested threshold")
+    path: list[ThresholdTest] = []
+    for i, item in enumerate(raw):
+        where = f"{prefix}path[{i}]."
+        if not isinstance(item, dict):
+            raise ArtifactError("must be an object", file=file, field=where[:-1])
+        t = _Fields(item, file, where)
+        threshold, acted = t.float("threshold", 0.0, 1.0), t.int("acted", 0, examples)
+        step = ThresholdTest(threshold, acted, t.int("errors", 0, acted), t.float("risk_upper_bound", 0.0, 1.0))
+        t.done()
+        if path and threshold >= path[-1].threshold:
+            raise t._fail("threshold", f"{threshold} must be below the previous {path[-1].threshold}: "
+                                       "thresholds are tested downwards")
+        if path and (step.acted < path[-1].acted or step.errors < path[-1].errors):
+            raise t._fail("acted" if step.acted < path[-1].acted else "errors",
+                          "a lower threshold acts on a superset: acted and errors cannot fall")
+        path.append(step)
+    return tuple(path)
+
+
+def _passes(step: ThresholdTest, target_risk: float) -> bool:
+    return step.acted > 0 and step.risk_upper_bound <= target_risk
+
+
+def _check_path(cert: Certification, f: _Fields) -> None:
+    """The path ends at the first failure (or the grid's last threshold, 0), and its last
+    passing threshold is the certified one."""
+    path = cert.path
+    passes = [_passes(step, cert.target_risk) for step in path]
+    for i, ok in enumerate(passes[:-1]):
+        if not ok:
+            raise f._fail(f"path[{i}]", "failed, so the sequence must stop here")
+    if passes[-1] and path[-1].threshold != 0.0:
+        raise f._fail(f"path[{len(path) - 1}]", "passed, so the sequence must go on (it ends at a failure "
+                                                 "or at threshold 0)")
+    if cert.certified != passes[0]:
+        raise f._fail("certified", f"{cert.certified}, but the path's first test {'passed' if passes[0] else 'failed'}")
+    if cert.certified:
+        chosen = path[-1] if passes[-1] else path[-2]
+        for key in ("acted", "errors", "risk_upper_bound"):
+            if getattr(chosen, key) != getattr(cert, key):
+                raise f._fail(key, f"{getattr(cert, key)}, but the path's last pass has {getattr(chosen, key)}")
 
 
 def _check_certified(task: TaskInfo, file: str, prefix: str) -> TaskInfo:
@@ -322,6 +455,9 @@ def _check_certified(task: TaskInfo, file: str, prefix: str) -> TaskInfo:
         if cert.acted == 0 or cert.risk_upper_bound > cert.target_risk:
             raise fail("certification.risk_upper_bound",
                        f"{cert.risk_upper_bound} on {cert.acted} acted examples does not certify {cert.target_risk}")
+        chosen = [step for step in cert.path or () if _passes(step, cert.target_risk)]
+        if chosen and chosen[-1].threshold != task.act_threshold:
+            raise fail("act_threshold", f"{task.act_threshold}, but the path's last pass is {chosen[-1].threshold}")
         return task
     if cert.acted or task.act_threshold != 1.0:
         raise fail("act_threshold", "an uncertified task must have act_threshold 1.0 and acted 0")

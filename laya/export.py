@@ -16,10 +16,11 @@ from typing import Any, Sequence
 import torch
 from safetensors.torch import save as save_safetensors
 
-from laya.artifact import BASE_ROLES, read_artifact_files, write_artifact_files
+from laya.artifact import BASE_ROLES, MAX_JSON_BYTES, read_artifact_files, write_artifact_files
 from laya.base import VerifiedBase
 from laya.binding import canonical_json
 from laya.config import Calibration, Certification
+from laya.errors import ArtifactError
 from laya.loading import Head, check_base_pins, load_artifact_with_base
 from laya.quantize import quantize_int8
 from laya.head_training import LinearHead
@@ -63,6 +64,10 @@ def export_head(out_dir: str | os.PathLike, *, base_dir: str | os.PathLike, base
               "head_layers": 0, "head_attention_heads": 0, "head_intermediate_size": 0, "tasks": list(tasks)}
     files = {role: (base_files[role].path, base_files[role].data) for role in BASE_ROLES}
     files["head_config"] = (HEAD_FILES["head_config"], canonical_json(config))
+    if len(files["head_config"][1]) > MAX_JSON_BYTES:  # refused before anything is written, not on loading it
+        raise ArtifactError(f"would be {len(files['head_config'][1])} bytes for {len(tasks)} task(s), over the "
+                            f"{MAX_JSON_BYTES}-byte limit (docs/artifact-v1.md, Limits)",
+                            file=HEAD_FILES["head_config"])
     files["head_weights"] = (HEAD_FILES["head_weights"], save_safetensors(tensors))
     written = write_artifact_files(Path(out_dir), files)
     return load_artifact_with_base(written, base)

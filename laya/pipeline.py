@@ -2,7 +2,8 @@
 per-task temperature on dev_cal, per-task certified threshold on dev_conf, export.
 
 Everything a task's calibration and threshold depend on is computed for that
-task of this head alone, on the exported (possibly int8) readout, and written
+task of this head alone (with dev_cal's reliability diagrams and every threshold the
+certification tested, for a reader to see), on the exported (possibly int8) readout, and written
 into this head's own head.json: nothing is shared with, or read from, any other
 head.
 """
@@ -102,10 +103,11 @@ def train_artifact(*, base_dir: str | os.PathLike, examples: Sequence[Example], 
             cert.threshold if cert.certified else 1.0,
             Calibration("dev_cal", split_digest(examples, sequences, cal), len(cal), CALIBRATION_METHOD,
                         result.fit.nll_before, result.fit.nll_after, result.fit.ece_before, result.fit.ece_after,
-                        *T_BOUNDS, MIN_EXAMPLES, result.fit.outcome),
+                        *T_BOUNDS, MIN_EXAMPLES, result.fit.outcome, result.fit.reliability_before,
+                        result.fit.reliability_after),
             Certification("dev_conf", split_digest(examples, sequences, conf), len(conf), METHOD, target_risk, delta,
                           cert.certified, cert.acted, cert.errors, cert.coverage, cert.risk_upper_bound,
-                          result.fit.temperature)))
+                          result.fit.temperature, cert.path)))
     option_budget = max(e["max_options"] for e in entries)
     head = export_head(out_dir, base_dir=base_dir, base=base, kind=kind, tensors=tensors, tasks=entries,
                        sequence_budget=sequence_budget or base.config.max_position_embeddings,

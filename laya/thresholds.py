@@ -28,6 +28,8 @@ error, so that neither a thin, error-free top nor a lucky stretch of dev_cal
 looks safe.
 
 If nothing passes, nothing is certified and the head escalates every request.
+Every tested threshold is kept, in order, with its acted count, errors and bound
+(``Certificate.path``), so that a reader can see where the sequence stopped.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from laya.config import ThresholdTest
 
 METHOD = "clopper-pearson-fixed-sequence"
 
@@ -63,6 +67,7 @@ class Certificate:
     coverage: float  # acted / examples
     risk_upper_bound: float  # Clopper-Pearson upper limit at 1 - delta of the acted error rate (1.0 if none acted)
     start_threshold: float
+    path: tuple[ThresholdTest, ...]  # every threshold tested, from the start down to the first failure
 
 
 @functools.lru_cache(maxsize=8)
@@ -136,14 +141,17 @@ def certify(confidences: Sequence[float], correct: Sequence[bool], *, target_ris
         raise ValueError("target_risk and delta must lie in (0, 1)")
     acted, errors = counts(confidences, correct)
     passed = (acted > 0) & (binomial_cdf(errors, acted, target_risk) <= delta)
-    chosen = None
+    chosen, tested = None, []
     for j in range(start, len(GRID)):
+        tested.append(j)
         if not passed[j]:
             break
         chosen = j
     n = len(confidences)
+    path = tuple(ThresholdTest(GRID[j], int(acted[j]), int(errors[j]),
+                               clopper_pearson_upper(int(errors[j]), int(acted[j]), delta)) for j in tested)
     if chosen is None:
-        return Certificate(False, None, target_risk, delta, n, 0, 0, 0.0, 1.0, GRID[start])
+        return Certificate(False, None, target_risk, delta, n, 0, 0, 0.0, 1.0, GRID[start], path)
     a, e = int(acted[chosen]), int(errors[chosen])
     return Certificate(True, GRID[chosen], target_risk, delta, n, a, e, a / n,
-                       clopper_pearson_upper(e, a, delta), GRID[start])
+                       clopper_pearson_upper(e, a, delta), GRID[start], path)

@@ -8,6 +8,10 @@ are an input here (the forward has its own claims).
 The temperature reference follows docs/training.md's rule with scipy's bounded
 scalar search (not the runtime's bisection): the documented interval, the
 minimum dev_cal size, and T = 1 for a separable dev_cal.
+
+The recorded pictures have references too: the reliability diagram over the ECE's
+15 equal-width bins (plain Python), and the fixed-sequence path down the documented
+grid with scipy's binomial p-values and Clopper-Pearson limits.
 """
 
 from __future__ import annotations
@@ -20,10 +24,15 @@ from typing import Sequence
 
 import torch
 from safetensors.torch import load as load_safetensors
+from scipy import stats
 from scipy.optimize import minimize_scalar
 
 TEMPERATURE_BOUNDS = (0.0625, 16.0)  # docs/training.md: T_min = 1/16, T_max = 16
 MIN_DEV_CAL = 30  # docs/training.md: fewer dev_cal examples are not fitted
+ECE_BINS = 15  # docs/training.md: top-label ECE over 15 equal-width bins
+# The documented grid, highest first: steps of 0.005 on [0, 1] and a tail 1 - 10**(-e/4), e = 9..24.
+REFERENCE_GRID = tuple(sorted({i / 200 for i in range(201)} | {1 - 10 ** (-e / 4) for e in range(9, 25)}, reverse=True))
+TIE = 1e-9  # relative distance of a p-value from delta below which float64 cannot decide the test
 
 
 def pinned_bytes(directory: str | Path, role: str) -> bytes:
@@ -103,3 +112,52 @@ def reference_temperature(scores: Sequence[torch.Tensor], labels: Sequence[int])
         if abs(math.log(t / bound)) < 1e-6:
             return bound, outcome
     return t, "fitted"
+
+
+def reference_reliability(confidences: Sequence[float], correct: Sequence[bool], bins: int = ECE_BINS) -> list[dict]:
+    """The documented reliability diagram: bin i holds the top probabilities c with
+    min(floor(bins * c), bins - 1) = i; its confidence and accuracy are the means of c and
+    of top-1 correctness over the bin (None when empty)."""
+    members: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    for c, ok in zip(confidences, correct, strict=True):
+        members[min(math.floor(bins * c), bins - 1)].append((c, ok))
+    return [{"lower": i / bins, "upper": (i + 1) / bins, "count": len(m),
+             "confidence": sum(c for c, _ in m) / len(m) if m else None,
+             "accuracy": sum(ok for _, ok in m) / len(m) if m else None} for i, m in enumerate(members)]
+
+
+def reference_ece(bins: Sequence[dict]) -> float:
+    """ECE from a reliability diagram: sum over bins of count / n * |accuracy - confidence|."""
+    n = sum(b["count"] for b in bins)
+    return sum(b["count"] / n * abs(b["accuracy"] - b["confidence"]) for b in bins if b["count"])
+
+
+def cp_upper(errors: int, n: int, delta: float) -> float:
+    """One-sided Clopper-Pearson upper limit at level 1 - delta (1.0 when nothing acted)."""
+    return 1.0 if n == 0 or errors >= n else float(stats.beta.ppf(1 - delta, errors + 1, n - errors))
+
+
+@dataclass(frozen=True)
+class TestedThreshold:
+    threshold: float
+    acted: int
+    errors: int
+    risk_upper_bound: float  # scipy's Clopper-Pearson limit
+    passed: bool  # the binomial p-value P[Binomial(acted, target) <= errors] is <= delta
+
+
+def reference_path(confidences: Sequence[float], correct: Sequence[bool], target: float, delta: float,
+                   start: int) -> tuple[list[TestedThreshold], bool]:
+    """Fixed-sequence testing down REFERENCE_GRID from ``start``: every threshold tested, in
+    order, up to and including the first failure. Also returns whether a p-value sat within
+    TIE of delta (then float64 rounding, not the procedure, decides)."""
+    path, tie = [], False
+    for threshold in REFERENCE_GRID[start:]:
+        acted = [ok for c, ok in zip(confidences, correct, strict=True) if c >= threshold]
+        n, e = len(acted), acted.count(False)
+        p = float(stats.binom.cdf(e, n, target)) if n else 1.0
+        tie |= n > 0 and abs(p - delta) <= TIE * delta
+        path.append(TestedThreshold(threshold, n, e, cp_upper(e, n, delta), n > 0 and p <= delta))
+        if not path[-1].passed:
+            break
+    return path, tie

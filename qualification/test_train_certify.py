@@ -15,16 +15,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from laya.thresholds import GRID, binomial_cdf, certify, clopper_pearson_upper, sequence_start
+from laya_qual.suite.calibration_oracle import REFERENCE_GRID, cp_upper, reference_path
 from laya_qual.synth import selective_outcomes
-
-# The documented grid, highest first: steps of 0.005 on [0, 1] and a tail 1 - 10**(-e/4), e = 9..24.
-REFERENCE_GRID = tuple(sorted({i / 200 for i in range(201)} | {1 - 10 ** (-e / 4) for e in range(9, 25)}, reverse=True))
-TIE = 1e-9  # relative distance of a p-value from delta below which float64 cannot decide the test
-
-
-def cp_upper(errors: int, n: int, delta: float) -> float:
-    """One-sided Clopper-Pearson upper limit at level 1 - delta (1.0 when nothing acted)."""
-    return 1.0 if n == 0 or errors >= n else float(stats.beta.ppf(1 - delta, errors + 1, n - errors))
 
 
 def acted_errors(confidences: np.ndarray, correct: np.ndarray, threshold: float) -> tuple[int, int]:
@@ -53,16 +45,9 @@ def reference_certify(confidences, correct, target: float, delta: float, start: 
     """Fixed-sequence testing down the grid from ``start``, stopping at the first failure.
     Returns (threshold, acted, errors) of the last pass, or None; and whether a p-value sat
     within TIE of delta (then float64 rounding, not the procedure, decides)."""
-    confidences, correct = np.asarray(confidences, dtype=np.float64), np.asarray(correct, dtype=bool)
-    chosen, tie = None, False
-    for threshold in REFERENCE_GRID[start:]:
-        n, e = acted_errors(confidences, correct, threshold)
-        p = float(stats.binom.cdf(e, n, target)) if n else 1.0
-        tie |= n > 0 and abs(p - delta) <= TIE * delta
-        if n == 0 or p > delta:
-            break
-        chosen = (threshold, n, e)
-    return chosen, tie
+    path, tie = reference_path(list(map(float, confidences)), list(map(bool, correct)), target, delta, start)
+    passed = [step for step in path if step.passed]
+    return ((passed[-1].threshold, passed[-1].acted, passed[-1].errors) if passed else None), tie
 
 
 @pytest.mark.laya_claim("train.certify.bound")

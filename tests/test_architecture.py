@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from laya_qual import HARNESS
 from laya_qual.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,8 @@ EVOLUTION_MAY_USE = {"laya", "laya.errors", "laya.atomic", "laya.binding"}
 VERIFIER_MAY_USE = {"laya", "laya.errors", "laya.atomic"}
 TEST_TOOLS = {"pytest", "hypothesis", "_pytest", "xdist", "pytest_benchmark"}
 ORACLE_LIBRARIES = {"scipy", "transformers"}  # the suite's independent references, never the runtime's
+# What `pip install laya-qual` leaves out (the qualify extra): the runtime imports none of it.
+HARNESS_MODULES = {"_pytest", *HARNESS.values()}
 
 
 def module_name(path: Path) -> str:
@@ -113,9 +116,37 @@ def test_evolution_takes_only_errors_and_bytes_from_the_runtime():
                                             or top(i) not in {"laya", "laya_qual", *TEST_TOOLS, *ORACLE_LIBRARIES})) == []
 
 
-def test_the_runtime_never_imports_the_plugin_or_test_tools():
+def test_the_runtime_imports_neither_the_plugin_nor_the_harness():
+    """Serving installs the runtime without the qualify extra (docs/decisions.md)."""
     runtime = {m for m in GRAPH if top(m) == "laya"}
-    assert violations(runtime, lambda i: top(i) not in {"laya_qual", *TEST_TOOLS, *ORACLE_LIBRARIES}) == []
+    assert violations(runtime, lambda i: top(i) not in {"laya_qual", *HARNESS_MODULES}) == []
+
+
+def import_cycles(modules: set[str]) -> list[list[str]]:
+    """Every set of ``modules`` that import each other round in a circle (strongly connected
+    components of more than one module), packages left out: ``from laya import x`` passes
+    through the package's name, not through its lazy re-exports."""
+    graph = {m: {i for i in GRAPH[m] if i in modules} for m in modules}
+    reaches = {m: reachable_in(graph, m) for m in graph}
+    return sorted({tuple(sorted(m2 for m2 in reaches[m] if m in reaches[m2])) for m in graph
+                   if any(m in reaches[i] for i in graph[m])})
+
+
+def reachable_in(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), list(graph[start])
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph[name])
+    return seen
+
+
+def test_runtime_modules_import_no_circle():
+    """A circle (laya.batch <-> laya.loading was one) means neither module can be read, tested or
+    changed alone; the module a circle passes through last sees the other half-initialised."""
+    packages = {module_name(p) for p in PACKAGES["laya"].rglob("__init__.py")}
+    assert import_cycles({m for m in GRAPH if top(m) == "laya"} - packages) == []
 
 
 def test_the_report_verifier_needs_neither_pytest_nor_the_runtime():

@@ -307,6 +307,24 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("train.reproducible",
           "Training twice from the same dataset, store and seed exports byte-identical artifact "
           "files; another seed changes the weights."),
+    Claim("train.record.reliability",
+          "For every task of a trained float32 and int8 head, head.json's reliability_before and "
+          "reliability_after are the 15 equal-width bins of the ECE over that task's dev_cal, as "
+          "served at T = 1 and at the task's temperature: counts and accuracies equal, and mean "
+          "confidences within 1e-6 of, a float64 recomputation from the head's bytes; each "
+          "recorded diagram's ECE is the recorded ece_before / ece_after."),
+    Claim("train.record.path",
+          "certification.path lists every threshold the fixed-sequence procedure tested, in order "
+          "from the dev_cal start down to and including the first failure, each with its acted "
+          "count, errors and Clopper-Pearson bound, equal to a scipy reference (on random outcome "
+          "sets and on a trained head's dev_conf); its last pass is the certified threshold."),
+    Claim("train.record.parse",
+          "head.json's recorded reliability diagrams and certification path are optional (a head "
+          "without them loads) and parsed strictly: a wrong type or range, an unknown field, bins "
+          "out of order, not covering [0, 1] or not summing to examples, an ECE that is not the "
+          "bins', a path not descending, going on past a failure or stopping at a pass, or one "
+          "disagreeing with the certificate is refused with ArtifactError naming head.json and the "
+          "field."),
     # --- learner: laya.evolution (section owned by the evolution work) --------------
     Claim("learner.exact.appended",
           "Appended layout: over 8 Adam updates every loss, gradient norm, parameter and Adam state "

@@ -15,7 +15,11 @@ from pathlib import Path
 import click
 
 from laya.interrupts import SignalExit
-from laya_qual import __version__
+from laya_qual import __version__, missing_harness
+
+if missing := missing_harness():  # a runtime-only install: click's one-line error, exit 1
+    raise SystemExit(f"Error: {missing}")
+
 from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key,
                                public_key_path)
 from laya_qual.verify import VerifyError, read_statements, verify_bundle
@@ -139,17 +143,29 @@ def _laya_statement(bundle: Path) -> dict:
 @click.option("--markdown", is_flag=True, help="release-note markdown instead of the terminal table")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="write here instead of stdout")
 @click.option("--append", is_flag=True, help="append to --output (e.g. $GITHUB_STEP_SUMMARY) instead of replacing it")
-def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | None, append: bool) -> None:
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="write one self-contained HTML page here instead: claims (filterable), each qualified head's "
+                   "reliability diagrams and certification path, benchmark charts")
+def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | None, append: bool,
+         html_out: Path | None) -> None:
     """Summarize a report bundle: claims table (failures first) and benchmark figures."""
     from laya_qual import summary
+    from laya_qual.html_report import Signature
 
     if append and not output:
         raise click.UsageError("--append needs --output")
+    if html_out and (markdown or output):
+        raise click.UsageError("--html writes its own file: it excludes --markdown and --output")
     if public_key:
         v = _verify(bundle, public_key)
         laya, signature = v.laya, f"verified with the given public key (keyid {v.keyid[:16]})"
+        checked = Signature(True, v.keyid)
     else:
         laya, signature = _laya_statement(bundle), "NOT CHECKED (pass --public-key, or run laya-qual verify)"
+        checked = Signature(False)
+    if html_out:
+        _write_html(laya, bundle, checked, html_out)
+        return
     try:
         rendered = (summary.markdown(laya, bundle.name, signature) if markdown
                     else summary.text(laya, str(bundle), signature))
@@ -161,6 +177,23 @@ def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | N
         click.echo(f"{'appended to' if append else 'wrote'} {output}")
     else:
         click.echo(rendered, nl=False)
+
+
+def _write_html(laya: dict, bundle: Path, checked, out: Path) -> None:
+    """``show --html``: the page is written whole (through a temporary sibling) or not at all."""
+    from laya.atomic import write_file
+    from laya.errors import LayaError
+    from laya_qual.html_report import render
+
+    try:
+        page = render(laya, bundle.name, checked)
+    except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError) as e:
+        raise click.ClickException(f"{bundle}: laya-qual predicate is malformed ({e!r})") from None
+    try:
+        write_file(out, page.encode("utf-8"), replace=True)
+    except (OSError, LayaError) as e:
+        raise click.ClickException(f"cannot write {out}: {e}") from None
+    click.echo(f"wrote {out}")
 
 
 @main.command()
@@ -184,6 +217,66 @@ def claims(markdown: bool, as_json: bool) -> None:
         width = max(map(len, CLAIMS))
         for claim in CLAIMS.values():
             click.echo(f"{claim.id:<{width}}  {claim.statement}")
+
+
+@main.command("compare")
+@click.argument("old", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("new", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--public-key", type=click.Path(dir_okay=False, path_type=Path),
+              help="PEM public key that signed both bundles")
+@click.option("--old-key", type=click.Path(dir_okay=False, path_type=Path), help="public key for OLD (instead)")
+@click.option("--new-key", type=click.Path(dir_okay=False, path_type=Path), help="public key for NEW (instead)")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
+              help="exit 3 if this threshold trips (repeatable): verdict, temperature-bound, uncertified, "
+                   "coverage:-0.05, kill-rate:-1%, CLAIM_OR_TEST:FIGURE:-5%, ... (docs/report-format.md)")
+@click.option("--across-machines", is_flag=True,
+              help="judge benchmark changes even when OLD and NEW were measured on different machines")
+@click.option("--markdown", is_flag=True, help="release-note markdown instead of the terminal summary")
+@click.option("--json", "as_json", is_flag=True, help="every compared fact and threshold as one JSON object")
+def compare_cmd(old: Path, new: Path, public_key: Path | None, old_key: Path | None, new_key: Path | None,
+                fail_on: tuple[str, ...], across_machines: bool, markdown: bool, as_json: bool) -> None:
+    """Compare two signed reports (OLD, e.g. the previous release's, and NEW): verdicts,
+    catalogue and suite, subjects, each head's calibration and certification, benchmark
+    figures with the machines that measured them, the kill rate. Both are verified first.
+
+    \b
+    Exit status: 0 compared, no --fail-on tripped; 1 a bundle is unreadable or does not
+    verify; 2 usage (a malformed --fail-on included); 3 a --fail-on threshold tripped
+    (each named on stderr)."""
+    from laya_qual import compare
+
+    if markdown and as_json:
+        raise click.UsageError("--markdown and --json exclude each other")
+    keys = {"OLD": old_key or public_key, "NEW": new_key or public_key}
+    for label, option in (("OLD", "--old-key"), ("NEW", "--new-key")):
+        if keys[label] is None:
+            raise click.UsageError(f"{label} needs a public key: --public-key or {option}")
+    try:
+        thresholds = [compare.parse_threshold(expression) for expression in fail_on]
+    except compare.ThresholdError as e:
+        raise click.UsageError(str(e)) from None
+    verified = {}
+    for label, bundle in (("OLD", old), ("NEW", new)):
+        try:
+            v = verify_bundle(bundle, load_public_key(keys[label]))
+        except (SigningError, VerifyError) as e:
+            raise click.ClickException(f"{label} bundle {bundle}: verification failed: {e}") from None
+        verified[label] = (str(bundle), v.keyid, v.laya)
+    try:
+        c = compare.compare(verified["OLD"], verified["NEW"], thresholds, across_machines)
+    except compare.ReportError as e:
+        raise click.ClickException(str(e)) from None
+    except compare.ThresholdError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(compare.as_json(c) if as_json else compare.markdown(c) if markdown else compare.text(c), nl=False)
+    for t in c["thresholds"]:
+        for why in t["tripped"]:
+            click.echo(f"laya-qual compare: --fail-on {t['expression']} tripped: {why}", err=True)
+        if t["status"] == "not checked":
+            click.echo(f"laya-qual compare: --fail-on {t['expression']} not checked: {'; '.join(t['notChecked'])}",
+                       err=True)
+    if any(t["status"] == "tripped" for t in c["thresholds"]):
+        sys.exit(EXIT_REJECTED)
 
 
 def _signing_key(key: str | None) -> str:

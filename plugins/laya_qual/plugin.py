@@ -14,6 +14,12 @@ import secrets
 from pathlib import Path
 
 import pytest
+
+from laya_qual import missing_harness
+
+if missing := missing_harness():  # a runtime-only install: one line, not an ImportError below
+    raise pytest.UsageError(missing)
+
 from hypothesis import HealthCheck, Verbosity, settings
 
 from laya_qual.claims import CLAIMS

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import subprocess
 from pathlib import Path
 
@@ -123,13 +124,50 @@ def artifact_subject(directory: str | Path, role: str) -> dict:
             "annotations": {"kind": "artifact", "role": role, "files": per_file}}
 
 
-def subjects(artifacts: list[str], base: str | None) -> list[dict]:
-    """The runtime plus every qualified artifact directory (the base once)."""
-    out = [runtime_subject()]
-    seen = set()
+def _qualified(artifacts: list[str], base: str | None) -> list[tuple[str, str]]:
+    """(directory, role) of every artifact subject, in subject order: the base first, each directory once."""
+    out, seen = [], set()
     for directory, role in [(base, "base")] * (base is not None) + [(a, "head") for a in artifacts]:
         key = Path(directory).resolve()
         if key not in seen:
             seen.add(key)
-            out.append(artifact_subject(directory, role))
+            out.append((directory, role))
     return out
+
+
+def subjects(artifacts: list[str], base: str | None) -> list[dict]:
+    """The runtime plus every qualified artifact directory (the base once)."""
+    return [runtime_subject(), *(artifact_subject(d, role) for d, role in _qualified(artifacts, base))]
+
+
+def head_entry(directory: str | Path, subject: dict) -> dict:
+    """The predicate's ``heads`` entry of one artifact: its head.json ``kind`` and task objects,
+    verbatim. The bytes are read once, hashed and parsed (as ``laya.binding`` reads a file), so
+    the entry says exactly what the subject's digest covers; a head.json that cannot be read as
+    a head gets ``kind`` null, no tasks and the reason (the artifact's claims say the rest)."""
+    entry = {"subject": subject["name"], "kind": None, "tasks": []}
+    path = Path(directory) / "head.json"
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return {**entry, "error": f"head.json: cannot read it ({e.strerror or e})"}
+    if hashlib.sha256(data).hexdigest() != subject["annotations"]["files"].get("head.json"):
+        raise SubjectError(f"{path}: changed after its artifact was digested")
+    try:
+        config = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        return {**entry, "error": f"head.json: not JSON ({e})"}
+    tasks = config.get("tasks") if isinstance(config, dict) else None
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks) \
+            or not isinstance(config.get("kind"), str):
+        return {**entry, "error": "head.json: not an object with a string kind and a list of task objects"}
+    return {**entry, "kind": config["kind"], "tasks": tasks}
+
+
+def heads(artifacts: list[str], base: str | None, subject_list: list[dict]) -> list[dict]:
+    """One ``heads`` entry per ``--laya-artifact`` directory, in subject order (``subject_list``
+    is what ``subjects(artifacts, base)`` returned); none when no artifact was given."""
+    wanted = {Path(a).resolve() for a in artifacts}
+    return [head_entry(directory, subject)
+            for (directory, _), subject in zip(_qualified(artifacts, base), subject_list[1:])
+            if Path(directory).resolve() in wanted]

@@ -1,0 +1,346 @@
+"""`laya-qual show BUNDLE --html OUT`: one self-contained page whose every shown number is
+the report's. Bundles are real: a head trained by `laya train` (one task named like markup),
+a copy of it as an older head without the recorded pictures, both qualified as artifacts of
+a small pytest run signed with an Ed25519 development key; and the committed release report,
+made before reports carried head details. The page is read back with html.parser."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import laya
+from laya.artifact import read_artifact_files
+from laya.train_cli import train
+from laya_qual.cli import main
+from laya_qual.html_report import FILTER_SCRIPT, NO_HEAD_DETAILS, NOT_RECORDED
+from laya_qual.report import LAYA_TYPE
+from laya_qual.synth import replace_pinned_file, write_artifact
+from laya_qual.synth.tasks import synthetic_task, write_task
+from laya_qual.verify import read_statements
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASE = ROOT / "reports" / "releases" / "example-release.intoto.jsonl"
+MARKUP_TASK = "<script>alert('task')</script>&amp;"
+SIZES = {"train": 80, "dev_cal": 60, "dev_conf": 120}
+SUITE = """
+import pytest
+
+@pytest.mark.laya_claim("report.verdicts")
+def test_passes():
+    pass
+
+@pytest.mark.laya_claim("report.signature")
+def test_fails():
+    assert 1 + 1 == 3
+
+@pytest.mark.laya_claim("bench.serve.batch")
+def test_arms(benchmark):
+    benchmark.extra_info.update(median_batched_s=0.125, median_one_by_one_s=0.5, requests_per_s_batched=240.0,
+                                requests_per_s_one_by_one=60.0, batched_over_one_by_one=4.0, heads="a,b",
+                                peak_rss_bytes={"owner0": 1000, "owner1": 3000, "idle": None})
+    benchmark.pedantic(sum, args=(range(10),), rounds=3)
+"""
+ARM_KEYS = {"median_batched_s", "median_one_by_one_s", "requests_per_s_batched", "requests_per_s_one_by_one",
+            "peak_rss_bytes.owner0", "peak_rss_bytes.owner1"}
+
+
+@dataclass
+class Node:
+    tag: str
+    attrs: dict[str, str]
+    children: list[Node] = field(default_factory=list)
+    text: str = ""
+
+    def all(self, tag: str | None = None, **attrs: str) -> list[Node]:
+        """Descendants with this tag and these attribute values (``data_x`` for ``data-x``)."""
+        want = {k.replace("_", "-"): v for k, v in attrs.items()}
+        found = []
+        for child in self.children:
+            if (tag is None or child.tag == tag) and all(child.attrs.get(k) == v for k, v in want.items()):
+                found.append(child)
+            found += child.all(tag, **attrs)
+        return found
+
+    def one(self, tag: str | None = None, **attrs: str) -> Node:
+        [found] = self.all(tag, **attrs)
+        return found
+
+    def content(self) -> str:
+        return self.text + "".join(child.content() for child in self.children)
+
+
+VOID = {"meta", "link", "br", "img", "input", "hr", "area", "base", "col", "embed", "source", "track", "wbr"}
+
+
+class Tree(HTMLParser):
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {})
+        self.stack = [self.root]
+        self.feed(page)
+        self.close()
+        assert self.stack == [self.root], [n.tag for n in self.stack]
+
+    def handle_starttag(self, tag, attrs):
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        if tag not in VOID:
+            self.stack.append(node)
+
+    def handle_endtag(self, tag):
+        assert self.stack[-1].tag == tag, (tag, [n.tag for n in self.stack])
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.stack[-1].children.append(Node("#text", {}, text=data))
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def predicate(bundle: Path) -> dict:
+    return next(s for s, _ in read_statements(bundle) if s["predicateType"] == LAYA_TYPE)["predicate"]
+
+
+def strip_pictures(head: Path, older: Path) -> None:
+    """``older``: ``head`` as written before laya train recorded its pictures."""
+    shutil.copytree(head, older)
+    config = json.loads(read_artifact_files(older)["head_config"].data)
+    for task in config["tasks"]:
+        del task["calibration"]["reliability_before"], task["calibration"]["reliability_after"]
+        del task["certification"]["path"]
+    replace_pinned_file(older, "head_config", json.dumps(config, indent=2).encode())
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """{name: (bundle, page text, parsed page)} for a run qualifying two heads (signed with a
+    development key), the same suite qualifying none, and the committed release report."""
+    d = tmp_path_factory.mktemp("html")
+    base_dir = write_artifact(d / "base", seed=2, head_kind="float32", base_seed=31)
+    base = laya.load_artifact_base(base_dir)
+    records = synthetic_task(base, seed=4, sizes=SIZES) + synthetic_task(base, seed=5, task=MARKUP_TASK, sizes=SIZES)
+    data = write_task(d / "data.jsonl", records)
+    trained = CliRunner().invoke(train, ["--base", base_dir, "--data", data, "--out", d / "head", "--epochs", "30",
+                                         "--target-risk", "0.25"], catch_exceptions=False)
+    assert trained.exit_code == 0, trained.output
+    strip_pictures(d / "head", d / "older")
+    (d / "test_mini.py").write_text(SUITE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env["XDG_CACHE_HOME"] = str(d / "cache")  # the key below is this run's development key
+    dev_key = d / "cache" / "laya-qual" / "dev-key"
+    dev_key.parent.mkdir(parents=True)
+    assert cli("keygen", dev_key).exit_code == 0
+    out = {}
+    for name, artifacts in (("heads", ["--laya-artifact", d / "head", "--laya-artifact", d / "older",
+                                       "--laya-base", base_dir]), ("none", [])):
+        bundle = d / f"{name}.intoto.jsonl"
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-q", "test_mini.py",
+                               "--laya-report", bundle, "--laya-signing-key", dev_key, *artifacts],
+                              cwd=d, capture_output=True, text=True, env=env)
+        assert proc.returncode == 1 and bundle.exists(), proc.stdout + proc.stderr
+        out[name] = (bundle, f"{dev_key}.pub")
+    out["release"] = (RELEASE, RELEASE.with_name("example-release.pub"))
+    rendered = {}
+    for name, (bundle, public) in out.items():
+        page = d / f"{name}.html"
+        result = cli("show", bundle, "--public-key", public, "--html", page)
+        assert result.output == f"wrote {page}\n", result.output
+        text = page.read_text(encoding="utf-8")
+        rendered[name] = (bundle, text, Tree(text).root)
+    return rendered
+
+
+def near(pixel: str, expected: float) -> bool:
+    return abs(float(pixel) - expected) <= 0.006  # pixels are written to two decimals
+
+
+def frame_of(svg: Node):
+    """The plot area's mapping from data to pixels, as the page records it."""
+    g = svg.one("g", **{"class": "plot-area"})
+    f = {k: float(g.attrs[f"data-{k}"]) for k in ("left", "top", "width", "height", "xmin", "xmax", "ymin", "ymax")}
+    return (lambda x: f["left"] + (x - f["xmin"]) / (f["xmax"] - f["xmin"]) * f["width"],
+            lambda y: f["top"] + (f["ymax"] - y) / (f["ymax"] - f["ymin"]) * f["height"])
+
+
+def test_verdict_signature_and_counts(pages):
+    for name, (bundle, _, page) in pages.items():
+        p = predicate(bundle)
+        assert page.one("span", data_result=p["result"]).content() == p["result"]
+        signature = page.one("p", id="signature")
+        development = "false" if name == "release" else "true"
+        assert (signature.attrs["data-verified"], signature.attrs["data-development-key"]) == ("true", development)
+        assert ("DEVELOPMENT key" in page.content()) == (development == "true")
+        for verdict, count in p["counts"].items():
+            assert int(page.one("span", data_verdict_count=verdict).attrs["data-value"]) == count
+
+
+def test_unverified_signature_says_so(pages, tmp_path):
+    bundle = pages["none"][0]
+    assert cli("show", bundle, "--html", tmp_path / "p.html").exit_code == 0
+    signature = Tree((tmp_path / "p.html").read_text()).root.one("p", id="signature")
+    assert signature.attrs["data-verified"] == "false" and "NOT CHECKED" in signature.content()
+
+
+def test_claims_table_is_the_reports(pages):
+    """Every claim once, with its verdict, area and statement as text (real statements hold
+    '<' and '&', which must come back as text); the filters offer every area and verdict."""
+    for bundle, _, page in pages.values():
+        claims = {c["id"]: c for c in predicate(bundle)["claims"]}
+        rows = [r for r in page.one("table", id="claims").all("tr") if "data-claim" in r.attrs]
+        assert sorted(r.attrs["data-claim"] for r in rows) == sorted(claims)
+        for row in rows:
+            claim = claims[row.attrs["data-claim"]]
+            cells = row.all("td")
+            assert (row.attrs["data-verdict"], row.attrs["data-area"]) == (claim["verdict"], claim["area"])
+            assert cells[1].attrs["data-verdict"] == cells[1].content() == claim["verdict"]
+            assert cells[3].content() == claim["statement"]
+        options = [o.attrs["value"] for o in page.one("select", id="area-filter").all("option")]
+        assert options == ["", *sorted({c["area"] for c in claims.values()})]
+    assert any("<" in c["statement"] for c in predicate(pages["heads"][0])["claims"])
+
+
+def tasks_of(bundle: Path) -> list[tuple[str, dict]]:
+    return [(head["subject"], task) for head in predicate(bundle)["heads"] for task in head["tasks"]]
+
+
+def test_reliability_points_are_the_recorded_bins(pages):
+    """Each plotted point is one non-empty bin of the report's head.json task, before and
+    after, at the pixel its mean confidence and accuracy map to."""
+    bundle, _, page = pages["heads"]
+    drawn = 0
+    for subject, task in tasks_of(bundle):
+        calibration = task["calibration"]
+        box = page.one("section", data_subject=subject).one("div", data_task=task["name"])
+        if "reliability_before" not in calibration:
+            continue
+        svgs = box.all("svg", data_plot="reliability")
+        assert len(svgs) == 2
+        for when, svg in zip(("before", "after"), svgs):
+            x, y = frame_of(svg)
+            points = svg.all("circle")
+            expected = [b for b in calibration[f"reliability_{when}"] if b["count"]]
+            assert len(points) == len(expected)
+            for point, b in zip(points, expected):
+                assert point.attrs["data-series"] == when
+                assert {k: float(point.attrs[f"data-{k}"]) for k in b} == b
+                assert near(point.attrs["cx"], x(b["confidence"])) and near(point.attrs["cy"], y(b["accuracy"]))
+            drawn += 1
+    assert drawn == 4  # two tasks of the trained head, before and after
+
+
+def test_certification_path_points_are_the_recorded_path(pages):
+    """Each tested threshold in order, at its (threshold, bound) pixel; the target risk line
+    and the certified threshold's mark carry the task's values."""
+    bundle, _, page = pages["heads"]
+    drawn = 0
+    for subject, task in tasks_of(bundle):
+        certification = task["certification"]
+        if "path" not in certification:
+            continue
+        svg = page.one("section", data_subject=subject).one("div", data_task=task["name"]).one(
+            "svg", data_plot="certification-path")
+        x, y = frame_of(svg)
+        points = sorted(svg.all("circle"), key=lambda c: int(c.attrs["data-order"]))
+        assert len(points) == len(certification["path"])
+        for point, step in zip(points, certification["path"]):
+            assert {k: float(point.attrs[f"data-{k.replace('_', '-')}"]) for k in step} == step
+            assert near(point.attrs["cx"], x(step["threshold"]))
+            assert near(point.attrs["cy"], y(step["risk_upper_bound"]))
+        target = [n for n in svg.all("line") if "data-target-risk" in n.attrs]
+        assert [float(n.attrs["data-target-risk"]) for n in target] == [certification["target_risk"]]
+        chosen = [float(n.attrs["data-chosen-threshold"]) for n in svg.all("line")
+                  if "data-chosen-threshold" in n.attrs]
+        assert chosen == ([task["act_threshold"]] if certification["certified"] else [])
+        drawn += 1
+    assert drawn == 2
+
+
+def test_older_heads_and_older_reports_say_not_recorded(pages):
+    bundle, _, page = pages["heads"]
+    older = [(s, t) for s, t in tasks_of(bundle) if s == "artifact/older"]
+    assert len(older) == 2
+    for subject, task in older:
+        box = page.one("section", data_subject=subject).one("div", data_task=task["name"])
+        assert not box.all("svg")
+        assert {p.attrs["data-picture"]: p.content() for p in box.all("p") if "data-picture" in p.attrs} == {
+            "reliability": f"reliability diagram: {NOT_RECORDED}", "path": f"certification path: {NOT_RECORDED}"}
+    assert "heads" not in predicate(RELEASE)
+    assert pages["release"][2].one("p", data_heads="absent").content() == NO_HEAD_DETAILS
+    assert predicate(pages["none"][0])["heads"] == [] and pages["none"][2].all("p", data_heads="none")
+
+
+def test_benchmark_bars_are_the_reports_arms(pages):
+    """Every bar's value is its extraInfo figure (nested objects per arm), on one scale per
+    chart; the mini suite's arms are all drawn, and the release report's side-by-side pairs."""
+    for name, (bundle, _, page) in pages.items():
+        benchmarks = predicate(bundle)["benchmarks"]
+        assert benchmarks
+        for b in benchmarks:
+            section = page.one("section", data_test=b["test"])
+            medians = [float(n.attrs["data-median"]) for n in section.all("p") if "data-median" in n.attrs]
+            assert medians == [b["median"]]
+            keys = set()
+            for svg in section.all("svg", data_plot="benchmark"):
+                x, _ = frame_of(svg)
+                for bar in svg.all("rect"):
+                    key = bar.attrs["data-key"]
+                    value = b["extraInfo"]
+                    for part in key.split("."):
+                        value = value[part]
+                    assert float(bar.attrs["data-value"]) == value, (b["test"], key)
+                    assert near(bar.attrs["width"], x(value) - x(0)), (key, bar.attrs["width"])
+                    keys.add(key)
+            if name != "release":
+                assert keys == ARM_KEYS
+            elif "cache_hit" in b["test"]:
+                assert keys == {"median_hit_s", "median_miss_s"}
+            elif "learner" in b["test"]:
+                assert {"learner_update_seconds_median", "kernel_update_seconds_median"} <= keys
+
+
+def test_task_names_and_statements_are_text_not_markup(pages):
+    """The markup-named task appears as text and as an attribute value; the page holds one
+    script, the filter, which the Content-Security-Policy pins by hash."""
+    _, text, page = pages["heads"]
+    assert page.all("div", data_task=MARKUP_TASK)
+    assert any(h.content() == f"task {MARKUP_TASK}" for h in page.all("h4"))
+    [script] = page.all("script")
+    assert script.content() == FILTER_SCRIPT
+    digest = base64.b64encode(hashlib.sha256(FILTER_SCRIPT.encode()).digest()).decode()
+    [csp] = [m.attrs["content"] for m in page.all("meta") if m.attrs.get("http-equiv") == "Content-Security-Policy"]
+    assert csp == f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'"
+    assert "<script>alert" not in text
+
+
+def test_page_loads_nothing(pages):
+    for _, text, page in pages.values():
+        assert "http:" not in text and "https:" not in text and "url(" not in text
+        for node in page.all():
+            assert "src" not in node.attrs, node
+            assert node.attrs.get("href", "#").startswith("#"), node
+            assert node.tag not in ("link", "img", "iframe", "object", "embed", "image", "use"), node
+
+
+def test_bad_html_options_are_one_line_errors(pages, tmp_path):
+    bundle = pages["none"][0]
+    both = CliRunner().invoke(main, ["show", str(bundle), "--html", str(tmp_path / "a.html"), "--markdown"])
+    assert both.exit_code == 2 and "--html writes its own file" in both.output
+    (tmp_path / "a-file").write_text("not a directory")
+    blocked = cli("show", bundle, "--html", tmp_path / "a-file" / "page.html")
+    lines = blocked.output.strip().splitlines()
+    assert blocked.exit_code == 1 and len(lines) == 1 and lines[0].startswith("Error: cannot write"), blocked.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # and no temporary left beside it
