@@ -124,6 +124,17 @@ def test_verdicts_and_failed_result(pytester, key):
 
 
 @pytest.mark.laya_claim("report.verdicts")
+def test_a_run_that_calls_no_test_evaluates_no_claim(pytester, key):
+    """--setup-only runs every fixture and no test call: a passing setup is no evidence."""
+    pytester.makepyfile(MIXED)
+    result, tr, laya = run(pytester, key, "--setup-only")
+    assert {c["verdict"] for c in laya["predicate"]["claims"]} == {"not evaluated", "failed"}
+    failed = {c["id"] for c in laya["predicate"]["claims"] if c["verdict"] == "failed"}
+    assert failed == {D, E}  # their fixtures raised in setup and in teardown
+    assert tr["predicate"]["passedTests"] == []
+
+
+@pytest.mark.laya_claim("report.verdicts")
 def test_unrun_claim_warns_and_all_run_passes(pytester, key):
     ids = list(CLAIMS)
     params = ", ".join(f"pytest.param({cid!r}, marks=pytest.mark.laya_claim({cid!r}))" for cid in ids)

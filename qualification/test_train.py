@@ -213,6 +213,18 @@ def test_warm_start_refuses_transformer_heads(trained, artifact_factory, tmp_pat
     assert not (trained.root / "never-written").exists()
 
 
+@pytest.mark.laya_claim("train.warmstart.tasks")
+def test_warm_start_from_a_head_without_a_dataset_task_is_refused(trained, artifact_factory):
+    """The dataset has tasks answer and triage; a head with answer alone cannot start them."""
+    single = artifact_factory(seed=6, head_kind="float32", base_dir=trained.base_dir,
+                              tasks=[{"name": "answer", "max_options": 3, "temperature": 1.0,
+                                      "act_threshold": 0.5, "escalate_threshold": 1.0}])
+    with pytest.raises(TrainingError) as refused:
+        trained.train("never-written-tasks", warm_start_dir=single)
+    assert refused.value.field == "task" and "'triage'" in str(refused.value) and "['answer']" in str(refused.value)
+    assert not (trained.root / "never-written-tasks").exists()
+
+
 # --- temperature ---------------------------------------------------------------------
 
 

@@ -15,8 +15,9 @@ import pytest
 
 from laya_qual.claims import CLAIMS
 from laya_qual.defects import DEFECTS
-from laya_qual.mutation import (FORMAT, MutationError, apply_text, catalogue_digest, check_catalogue,
-                                code_digests, kill_rate, matches)
+from laya_qual.mutant_run import FORMAT as SAMPLE_FORMAT
+from laya_qual.mutation import FORMAT, MutationError, apply_text, catalogue_digest, check_catalogue, code_digests, matches
+from laya_qual.suite_figures import kill_rate
 
 AREAS = {"artifact", "adapter", "request", "heads", "pins", "calibration", "weights", "cache", "gate", "jsonl",
          "train", "learner", "report"}
@@ -69,7 +70,8 @@ def _results(tmp_path: Path, **changes) -> Path:
 
 def test_kill_rate_is_refused_for_other_code(tmp_path):
     digests = code_digests()
-    folded = kill_rate(_results(tmp_path), runtime=digests["runtime"], harness=digests["harness"])
+    kind, folded = kill_rate(_results(tmp_path), runtime=digests["runtime"], harness=digests["harness"])
+    assert kind == "killRate"
     assert (folded["killed"], folded["total"], folded["catalogueDigest"]) == (1, 2, catalogue_digest())
     assert folded["survivors"] == ["cache.overhead-changed"]
     with pytest.raises(pytest.UsageError, match="measured on runtime dirHash 0+, .*rerun laya-qual mutate"):
@@ -83,6 +85,39 @@ def test_kill_rate_is_refused_for_other_code(tmp_path):
     (tmp_path / "junk.json").write_text("[]")
     with pytest.raises(pytest.UsageError, match="not a laya-qual mutate results file"):
         kill_rate(tmp_path / "junk.json", runtime=digests["runtime"], harness=digests["harness"])
+
+
+def _sample_results(tmp_path: Path, **changes) -> Path:
+    """A finished sampled run: 3 drawn, one killed, one survived, one equivalent."""
+    mutants = [{"key": "laya/a.py:f:compare:'a < b'->'(a <= b)'#0", "status": "killed", "killedBy": "suite"},
+               {"key": "laya/b.py:g:constant:'1'->'2'#0", "status": "survived", "killedBy": None},
+               {"key": "laya/c.py:h:constant:'0'->'1'#0", "status": "equivalent", "killedBy": None,
+                "reason": "only a log line's width"}]
+    result = {"format": SAMPLE_FORMAT, "code": code_digests(), "population": 12000, "sampleSeed": 1, "sample": 3,
+              "hypothesisSeed": 7, "scope": [], "complete": True, "mutants": mutants,
+              "summary": {"killed": 1, "total": 2, "equivalent": 1, "rate": 0.5, "lowerBound95": 0.025321,
+                          "survivors": [mutants[1]["key"]], "killedByTestsOnly": [], "wronglyEquivalent": [],
+                          "timeouts": []}}
+    result.update(changes)
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_a_sampled_run_folds_in_with_its_equivalents_and_a_wrong_reason_is_refused(tmp_path):
+    digests = code_digests()
+    kind, folded = kill_rate(_sample_results(tmp_path), runtime=digests["runtime"], harness=digests["harness"])
+    assert kind == "mutantSample"
+    assert folded == {"killed": 1, "total": 2, "population": 12000, "sample": 3, "sampleSeed": 1,
+                      "hypothesisSeed": 7, "confidence": 0.95, "lowerBound": 0.025321,
+                      "survivors": ["laya/b.py:g:constant:'1'->'2'#0"], "killedByTestsOnly": [],
+                      "equivalents": {"laya/c.py:h:constant:'0'->'1'#0": "only a log line's width"}}
+    wrong = _sample_results(tmp_path, summary={**json.loads(_sample_results(tmp_path).read_text())["summary"],
+                                               "wronglyEquivalent": ["laya/a.py:x"]})
+    with pytest.raises(pytest.UsageError, match="the suite kills mutants filed as equivalent .laya/a.py:x."):
+        kill_rate(wrong, runtime=digests["runtime"], harness=digests["harness"])
+    with pytest.raises(pytest.UsageError, match="partial or unfinished run"):
+        kill_rate(_sample_results(tmp_path, scope=["cache"]), runtime=digests["runtime"], harness=digests["harness"])
 
 
 MINI = """
@@ -107,13 +142,16 @@ def test_report_carries_the_kill_rate_and_claims_select(tmp_path):
     bundle = tmp_path / "r.intoto.jsonl"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-q", "test_mini.py", "-n", "0",
                            "--laya-claims", "report", "--laya-report", bundle, "--laya-signing-key",
-                           tmp_path / "key", "--laya-kill-rate", _results(tmp_path)],
+                           tmp_path / "key", "--laya-kill-rate", _results(tmp_path),
+                           "--laya-kill-rate", _sample_results(tmp_path)],
                           cwd=tmp_path, capture_output=True, text=True, env=top_level_env())
     assert proc.returncode == 0 and "1 passed, 1 deselected" in proc.stdout, proc.stdout + proc.stderr
     shown = CliRunner().invoke(main, ["show", str(bundle), "--public-key", str(tmp_path / "key.pub")])
     assert shown.exit_code == 0, shown.output
     assert f"killrate  1/2 seeded defects killed (catalogue sha256:{catalogue_digest()[:16]})" in shown.output
     assert "survivors cache.overhead-changed" in shown.output
+    assert ("mutants   1/2 sampled mutants killed, 95% lower bound 2.5% (3 of 12000 drawn with seed 1; "
+            "1 equivalent, 1 survived)") in shown.output
 
 
 def test_mutate_kills_and_spares_on_a_tiny_selection(tmp_path):

@@ -34,8 +34,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              f"(default: ${KEY_ENV})")
     group = parser.getgroup("laya_qual")
     group.addoption(
-        "--laya-kill-rate", default=None, metavar="FILE",
-        help="fold this `laya-qual mutate` results file into the report as suite.killRate")
+        "--laya-kill-rate", action="append", default=[], metavar="FILE",
+        help="fold this `laya-qual mutate` results file into the report: suite.killRate (catalogue) or "
+             "suite.mutantSample (--sample); once per kind")
     group.addoption("--laya-evidence-out", default=None, metavar="PATH",
                     help="write this pass's plain evidence (JSON, unsigned) for a later --laya-evidence-in")
     group.addoption("--laya-evidence-in", default=None, metavar="PATH",
@@ -71,7 +72,7 @@ class Assembler:
     """Collects plain per-test records on the controller and writes the bundle."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from laya_qual.subjects import DIR_HASH, SubjectError, package_dir, source_digest, subjects
+        from laya_qual.subjects import DIR_HASH, SubjectError, heads, package_dir, source_digest, subjects
 
         self.config = config
         self.records: dict[str, dict] = {}
@@ -86,16 +87,21 @@ class Assembler:
         try:
             self.key = load_signer(key_path) if key_path else None
             self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
+            self.heads = heads(config.getoption("laya_artifact"), config.getoption("laya_base"), self.subjects)
         except (SigningError, SubjectError) as e:
             raise pytest.UsageError(f"laya_qual report: {e}") from None
         # The harness as it was when the run started, not as it is when it ends.
         self.harness = {name: source_digest(package_dir(name))[0]
                         for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
-        from laya_qual.mutation import kill_rate
+        from laya_qual.suite_figures import kill_rate
 
         runtime = next(s for s in self.subjects if s["annotations"]["kind"] == "runtime")
-        self.kill_rate = config.getoption("laya_kill_rate", None) and kill_rate(
-            config.getoption("laya_kill_rate"), runtime=runtime["digest"][DIR_HASH], harness=self.harness)
+        self.suite_figures: dict[str, dict] = {}
+        for path in config.getoption("laya_kill_rate", None) or []:
+            kind, figure = kill_rate(path, runtime=runtime["digest"][DIR_HASH], harness=self.harness)
+            if kind in self.suite_figures:
+                raise pytest.UsageError(f"--laya-kill-rate {path}: a second suite.{kind} file; give one per kind")
+            self.suite_figures[kind] = figure
         self.environment: dict = {}
         self.summary: dict | None = None
 
@@ -247,7 +253,7 @@ class Assembler:
         details, configuration = build_details(
             records, hypothesis=self._hypothesis(), environment=self.environment,
             invocation=self._invocation(exitstatus), signing=self._signing(), harness=self.harness,
-            subjects=self.subjects, kill_rate=self.kill_rate,
+            subjects=self.subjects, heads=self.heads, suite=self.suite_figures,
             passes=[*([self.earlier["pass"]] if self.earlier else []), this_pass])
         write_bundle(self.path, build_statements(self.subjects, claims, details, configuration), self.key)
         self.summary = {**verdict_summary(claims), "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}

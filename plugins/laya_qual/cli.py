@@ -388,12 +388,69 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
               help="limit every run to these claims' tests (a quick, partial figure)")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="results JSON (default: reports/mutation-<UTC time>.json)")
-@click.option("--require-rate", type=float, metavar="R", help="exit 1 if the kill rate is below R (0..1)")
-def mutate(**options) -> None:
-    """Run the suite against every seeded defect of the catalogue; print the kill rate."""
+@click.option("--require-rate", type=float, metavar="R",
+              help="exit 1 if the kill rate (with --sample: its 95% lower bound) is below R (0..1)")
+@click.option("--sample", type=click.IntRange(min=1), metavar="N",
+              help="instead of the catalogue: N automatic mutants drawn uniformly from the whole population")
+@click.option("--seed", type=int, help="the draw's seed for --sample (default: random, recorded)")
+@click.option("--population", is_flag=True,
+              help="print the automatic mutant population per module (and with --sample the drawn mutants); "
+                   "run nothing")
+@click.option("--equivalents", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="JSON {mutant key: written reason}: survivors listed there count as equivalent")
+@click.option("--tests-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="with --sample: also run this directory of the project's own tests on a mutant the suite misses")
+def mutate(sample: int | None, seed: int | None, population: bool, equivalents: Path | None,
+           tests_dir: Path | None, **options) -> None:
+    """Run the suite against every seeded defect of the catalogue, or (--sample N) against
+    automatic mutants drawn without choice; print the kill rate."""
     from laya_qual.mutation import MutationError, main as run_mutation
 
     try:
+        if population:
+            sys.exit(_print_population(sample, seed))
+        if sample:
+            sys.exit(_run_sample(sample, seed, equivalents, tests_dir, options))
+        if seed is not None or equivalents or tests_dir:
+            raise click.UsageError("--seed, --equivalents and --tests-dir go with --sample")
         sys.exit(run_mutation(**options))
     except MutationError as e:
         raise click.ClickException(str(e)) from None
+
+
+def _print_population(size: int | None, seed: int | None) -> int:
+    from laya_qual import mutants
+    from laya_qual.mutation import installed_layout
+
+    if size and seed is None:
+        raise click.UsageError("--population --sample N needs --seed: a listing must be reproducible")
+    everything = mutants.population(installed_layout())
+    click.echo(mutants.population_table(everything), nl=False)
+    if size:
+        for m in _draw(everything, size, seed):
+            click.echo(f"{m.id}  {m.original!r} -> {m.replacement!r}")
+    return 0
+
+
+def _draw(everything: list, size: int, seed: int) -> list:
+    from laya_qual import mutants
+
+    try:
+        return mutants.sample(everything, size, seed)
+    except ValueError as e:
+        raise click.UsageError(f"--sample: {e}") from None
+
+
+def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir: Path | None,
+                options: dict) -> int:
+    from laya_qual.mutant_run import main as run_sample
+
+    catalogue_only = {"seeds": 1, "jobs": 1, "confirm": True, "only": (), "claims": None}
+    clashing = [k for k, default in catalogue_only.items() if options[k] != default]
+    if clashing:
+        raise click.UsageError(f"--sample runs every drawn mutant against the whole suite once; "
+                               f"it does not take {', '.join('--' + k for k in clashing)}")
+    return run_sample(size=size, seed=secrets.randbelow(2**31) if seed is None else seed,
+                      hypothesis_seed=options["hypothesis_seed"], workers=options["workers"],
+                      timeout=options["timeout"], equivalents=equivalents, tests_dir=tests_dir,
+                      output=options["output"], require_rate=options["require_rate"])

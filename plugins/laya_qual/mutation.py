@@ -169,9 +169,11 @@ class RunResult:
 
 
 def run_suite(root: Path, *, seed: int, workers: int, claims: Sequence[str] = (), timeout: float,
-              exitfirst: bool = True, extra: Sequence[str] = ()) -> RunResult:
-    """``pytest -p laya_qual --laya-qualify`` on the copy at ``root``."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", "-p", "no:cacheprovider",
+              exitfirst: bool = True, extra: Sequence[str] = (), tests: Sequence[str] = ()) -> RunResult:
+    """``pytest -p laya_qual --laya-qualify`` on the copy at ``root``; with ``tests``, those
+    suite node ids (relative to ``root``) alone."""
+    select = list(tests) or ["--laya-qualify"]
+    cmd = [sys.executable, "-m", "pytest", "-p", "laya_qual", *select, "-p", "no:cacheprovider",
            f"--rootdir={root}", f"--hypothesis-seed={seed}", "-n", str(workers), "-q", "-rfE",
            "--no-header", "-p", "no:randomly", "-p", _PROFILE_MODULE, "--laya-profile=laya-mutate",
            *(["-x"] if exitfirst else []),
@@ -398,44 +400,6 @@ def table(result: dict) -> str:
         if r["status"] != "killed":
             lines.append(f"  {r['status']:<13} {r['id']} [{r['killFrequency']}]: {r['why']}")
     return "\n".join(lines) + "\n"
-
-
-# --- folding a result into a report ------------------------------------------------------
-
-def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> dict:
-    """``suite.killRate`` for a report, refused unless the file was measured on this code."""
-    import pytest
-
-    try:
-        result = json.loads(Path(path).read_text())
-        summary, code = result["summary"], result["code"]
-        if result.get("format") != FORMAT:
-            raise KeyError("format")
-        if result["scope"] or result["catalogue"]["subset"] or not result["complete"]:
-            raise pytest.UsageError(f"--laya-kill-rate {path}: a partial or unfinished run (--claims, --only) "
-                                    "is no suite figure")
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise pytest.UsageError(f"--laya-kill-rate {path}: not a laya-qual mutate results file ({e!r})") from None
-    if code.get("runtime") != runtime:
-        raise pytest.UsageError(f"--laya-kill-rate {path}: measured on runtime dirHash {code.get('runtime')}, "
-                                f"this run qualifies {runtime}; rerun laya-qual mutate on this code")
-    if code.get("harness") != harness:
-        raise pytest.UsageError(f"--laya-kill-rate {path}: measured with suite/harness {code.get('harness')}, "
-                                f"this run uses {harness}; rerun laya-qual mutate on this code")
-    return {"killed": summary["killed"], "total": summary["total"], "catalogueDigest": result["catalogue"]["digest"],
-            "survivorsConfirmedOnWholeSuite": result["confirmWholeSuite"],
-            "hypothesisSeeds": result["hypothesisSeeds"], "survivors": summary["survivors"],
-            "probabilistic": summary["probabilistic"], "timeouts": summary["timeouts"]}
-
-
-def kill_rate_line(predicate: dict) -> list[str]:
-    """The ``laya-qual show`` line for a report's kill rate (none if it carries none)."""
-    k = predicate.get("suite", {}).get("killRate")
-    if not k:
-        return []
-    survivors = f"; survivors {', '.join(k['survivors'])}" if k["survivors"] else ""
-    return [f"  killrate  {k['killed']}/{k['total']} seeded defects killed "
-            f"(catalogue sha256:{k['catalogueDigest'][:16]}){survivors}"]
 
 
 # --- the command -------------------------------------------------------------------------

@@ -69,9 +69,12 @@ def result_of(verdicts: Iterable[str]) -> str:
 
 def report_records(records: Iterable[Mapping]) -> list[dict]:
     """The records as the report counts them, sorted by test: a passed benchmark test
-    that measured nothing (xdist, --benchmark-disable) is ``unmeasured``."""
+    that measured nothing (xdist, --benchmark-disable) is ``unmeasured``; a test whose
+    call never ran and whose setup did not fail (``--setup-only``) is no evidence."""
     out = []
     for record in records:
+        if record["outcome"] is None:
+            continue
         record = dict(record)
         if record["outcome"] == "passed" and record.get("benchmark", {}).get("measured") is False:
             record["outcome"] = "unmeasured"
@@ -129,7 +132,7 @@ def verdict_summary(claims: list[dict]) -> dict:
 
 
 def build_details(records: list[dict], *, hypothesis: dict, environment: dict, invocation: dict, signing: dict,
-                  harness: dict[str, str], subjects: list[dict], kill_rate: dict | None,
+                  harness: dict[str, str], subjects: list[dict], heads: list[dict], suite: dict[str, dict],
                   passes: list[dict]) -> tuple[dict, list[dict]]:
     """The laya predicate's run details and the test-result ``configuration`` (the
     harness digests and the pytest invocation), from the report's records and the run's facts."""
@@ -142,7 +145,8 @@ def build_details(records: list[dict], *, hypothesis: dict, environment: dict, i
         "signing": signing,
         "harness": {"version": laya_qual.__version__, DIR_HASH: harness},
         "nominations": [s["name"] for s in subjects if s["annotations"]["kind"] == "artifact"],
-        **({"suite": {"killRate": kill_rate}} if kill_rate else {}),
+        "heads": heads,
+        **({"suite": suite} if suite else {}),
         "passes": passes,
     }
     run = {k: invocation[k] for k in ("args", "workers", "device", "exitStatus")} | {
@@ -200,6 +204,7 @@ def check_agreement(test_result: dict, laya: dict, laya_payload: bytes) -> None:
         derived = verdict_of(e.get("outcome") for e in claim["evidence"])
         if claim.get("verdict") != derived:
             raise AgreementError(f"claim {claim['id']}: verdict {claim.get('verdict')!r} but its evidence gives {derived!r}")
+    check_heads(lq.get("heads", []), laya["subject"])
     result = result_of(c["verdict"] for c in claims)
     if lq.get("result") != result or tr.get("result") != result:
         raise AgreementError(f"results disagree: test-result {tr.get('result')!r}, "
@@ -207,3 +212,17 @@ def check_agreement(test_result: dict, laya: dict, laya_payload: bytes) -> None:
     for key, tests in tests_by_outcome(claims).items():
         if sorted(tr.get(key, [])) != tests:
             raise AgreementError(f"test-result {key} disagrees with the laya-qual claims' evidence")
+
+
+def check_heads(heads: object, subjects: list[dict]) -> None:
+    """``heads`` (absent from reports made before it existed) must be a list of
+    ``{subject, kind, tasks}`` entries, each naming an artifact subject of the statement."""
+    artifacts = {s.get("name") for s in subjects if s.get("annotations", {}).get("kind") == "artifact"}
+    if not isinstance(heads, list):
+        raise AgreementError("laya-qual heads is not a list")
+    for entry in heads:
+        if not isinstance(entry, dict) or entry.get("subject") not in artifacts:
+            raise AgreementError(f"laya-qual heads entry {str(entry)[:60]!r} names no artifact subject")
+        if not (entry.get("kind") is None or isinstance(entry["kind"], str)) or not isinstance(
+                entry.get("tasks"), list) or not all(isinstance(t, dict) for t in entry["tasks"]):
+            raise AgreementError(f"laya-qual heads entry {entry['subject']}: needs a kind and a list of task objects")

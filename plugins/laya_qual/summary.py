@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from laya_qual.claims import Claim
-from laya_qual.mutation import kill_rate_line
+from laya_qual.suite_figures import kill_rate_line
 from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
 
 _ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
@@ -132,6 +132,15 @@ def markdown(laya: dict, bundle_name: str, signature: str) -> str:
                 "docs/mutation.md)."]
         out += [f"- {what} `{d}`" for what, key in (("Survived:", "survivors"), ("Probabilistic:", "probabilistic"),
                                                    ("Killed by timeout:", "timeouts")) for d in kill[key]]
+    sampled = p.get("suite", {}).get("mutantSample")
+    if sampled:
+        out += ["", "### Sampled automatic mutants", "",
+                f"The suite kills {sampled['killed']} of {sampled['total']} automatic mutants drawn without choice "
+                f"({sampled['sample']} of a population of {sampled['population']}, seed {sampled['sampleSeed']}, "
+                f"{len(sampled['equivalents'])} equivalent set apart): {sampled['confidence']:.0%} lower bound "
+                f"{sampled['lowerBound']:.1%} (docs/mutation.md)."]
+        out += [f"- Survived: `{key}`" for key in sampled["survivors"]]
+        out += [f"- Equivalent: `{key}`: {reason}" for key, reason in sampled["equivalents"].items()]
     if p["benchmarks"]:
         out += ["", "### Benchmarks", "", "| Benchmark | Median | Rounds | Extra |", "|---|---|---|---|"]
         out += [f"| `{t}` | {m} | {r} | {_cell(e)} |" for t, m, r, e in map(_benchmark_row, p["benchmarks"])]

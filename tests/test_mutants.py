@@ -1,0 +1,171 @@
+"""The automatic mutant population: every operator yields exactly the single change it
+names, each mutant touches only its own bytes, and a sample is a reproducible uniform
+draw from the whole population."""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections import Counter
+
+import pytest
+
+from laya_qual.mutants import EXCLUDED, OPERATORS, module_files, module_mutants, population, sample
+from laya_qual.mutation import installed_layout
+
+SOURCE = '''"""Docstring: never mutated."""
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from x import y
+
+
+def f(a: int, b, cfg) -> int:
+    """Nor this one."""
+    if a < b and not cfg.on:
+        return a + 1
+    total = g(a, b, scale=2)
+    total -= h["k"] + h["j"]
+    print(f"{a + b}")
+    return total[1:a]
+'''
+
+# What each operator must produce from SOURCE, written out by hand (the oracle).
+EXPECTED = {
+    "compare": {("a < b", "(a <= b)")},
+    "boolean": {("a < b and not cfg.on", "(a < b or not cfg.on)")},
+    "not-dropped": {("not cfg.on", "(cfg.on)")},
+    "arithmetic": {("a + 1", "(a - 1)"), ('total -= h["k"] + h["j"]', "total += h['k'] + h['j']"),
+                   ('h["k"] + h["j"]', "(h['k'] - h['j'])")},
+    "constant": {("1", "2"), ("1", "0"), ("2", "3"), ("2", "1")},
+    "statement-dropped": {("return a + 1", "pass"), ("total = g(a, b, scale=2)", "pass"),
+                          ('total -= h["k"] + h["j"]', "pass"), ('print(f"{a + b}")', "pass"),
+                          ("return total[1:a]", "pass")},
+    "arguments-swapped": {("g(a, b, scale=2)", "(g(b, a, scale=2))")},
+    "keyword-dropped": {("g(a, b, scale=2)", "(g(a, b))")},
+    "slice-bound": {("1:a", "1 + 1:a"), ("1:a", "1 - 1:a"), ("1:a", "1:a + 1"), ("1:a", "1:a - 1")},
+    "sibling-name": {('h["k"]', "(h['j'])"), ('h["j"]', "(h['k'])")},
+}
+
+
+def test_every_operator_yields_exactly_the_changes_written_out():
+    mutants = module_mutants(SOURCE, "m.py")
+    found = {op: {(m.original, m.replacement) for m in mutants if m.operator == op} for op in OPERATORS}
+    assert found == {op: EXPECTED.get(op, set()) for op in OPERATORS}
+    # the constant 1 of the slice is the one at 1:a; the return's 1 is a + 1's: both drawn
+    assert Counter((m.original, m.replacement) for m in mutants if m.operator == "constant")[("1", "2")] == 2
+
+
+def test_a_mutant_changes_its_span_only_and_parses():
+    lines = SOURCE.splitlines(keepends=True)
+    for m in module_mutants(SOURCE, "m.py"):
+        mutated = m.apply(SOURCE)
+        ast.parse(mutated)
+        before = "".join(lines[:m.line - 1]) + lines[m.line - 1].encode()[:m.col].decode()
+        after = lines[m.end_line - 1].encode()[m.end_col:].decode() + "".join(lines[m.end_line:])
+        assert mutated == before + m.replacement + after
+
+
+def test_non_ascii_text_before_a_mutant_keeps_its_bytes():
+    source = 'x = "naïve — ok"; y = a < b\n'
+    [m] = [m for m in module_mutants(source, "m.py") if m.operator == "compare"]
+    assert m.apply(source) == 'x = "naïve — ok"; y = (a <= b)\n'
+
+
+def test_a_file_that_moved_under_a_mutant_is_refused():
+    [m] = [m for m in module_mutants(SOURCE, "m.py") if m.operator == "compare"]
+    with pytest.raises(ValueError, match="m.py:10:7:compare: the file no longer holds 'a < b'"):
+        m.apply(SOURCE.replace("a < b", "a > b"))
+
+
+def test_keys_are_stable_when_unrelated_code_moves():
+    moved = SOURCE.replace("def f(", "X = 1\n\n\ndef f(")
+    assert {m.key for m in module_mutants(SOURCE, "m.py")} <= {m.key for m in module_mutants(moved, "m.py")}
+    assert len({m.key for m in module_mutants(SOURCE, "m.py")}) == len(module_mutants(SOURCE, "m.py"))
+
+
+@pytest.fixture(scope="module")
+def whole_population():
+    return population(installed_layout())
+
+
+def test_the_population_covers_every_module_but_the_excluded(whole_population):
+    layout = installed_layout()
+    files = {rel for rel, _ in module_files(layout)}
+    assert {"laya/cache.py", "laya/evolution/group.py", "laya_qual/assembler.py"} <= files
+    assert not files & set(EXCLUDED)
+    assert not any(f.startswith(("laya_qual/suite/", "laya_qual/synth/")) for f in files)
+    assert {m.file for m in whole_population} <= files
+    assert set(OPERATORS) == {m.operator for m in whole_population}
+
+
+def test_a_sample_is_a_reproducible_uniform_draw(whole_population):
+    first = sample(whole_population, 300, seed=11)
+    layout = installed_layout()
+    for m in first:  # every drawn mutant applies to its file and still parses
+        ast.parse(m.apply(layout[m.file.split("/")[0]].joinpath(m.file.partition("/")[2]).read_text()))
+    assert first == sample(whole_population, 300, seed=11)
+    assert len(set(first)) == 300 and set(first) <= set(whole_population)
+    assert first == random.Random(11).sample(whole_population, 300)
+    assert first != sample(whole_population, 300, seed=12)
+    with pytest.raises(ValueError, match="a sample of 0 from a population"):
+        sample(whole_population, 0, seed=1)
+
+
+def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_path):
+    """Two mutants against request.validation's tests alone (a partial figure, in-process):
+    one its covering tests kill, filed as equivalent by mistake; one no test executes,
+    which the scoped suite misses and its written reason sets apart."""
+    from laya_qual.mutant_run import SampleRun
+
+    layout = installed_layout()
+    request = module_mutants((layout["laya"] / "request.py").read_text(), "laya/request.py")
+    [killable] = [m for m in request if m.original == "len(options) < 2" and m.operator == "compare"]
+    gate = module_mutants((layout["laya"] / "gate.py").read_text(), "laya/gate.py")
+    spared = next(m for m in gate if m.operator == "statement-dropped")
+    reasons = {killable.key: "wrongly filed", spared.key: "request validation never opens the gate"}
+    run = SampleRun([killable, spared], population_size=2, seed=0, hypothesis_seed=0, workers=0,
+                    equivalents=reasons, tests_dir=None, timeout=None, progress=lambda _: None,
+                    scope=["request.validation"])
+    try:
+        result = run.run()
+    finally:
+        run.close()
+    first, second = result["mutants"]
+    assert first["status"] == "wrongly-equivalent" and first["killedBy"] == "suite"
+    assert first["coveringTests"] > 0 and [s["stage"] for s in first["stages"]] == ["covering tests"]
+    assert "test_request.py::" in first["stages"][0]["firstFailure"]
+    assert second["status"] == "equivalent" and second["reason"] == reasons[spared.key]
+    assert second["coveringTests"] == 0 and [s["stage"] for s in second["stages"]] == ["suite"]
+    assert result["summary"] | {"lowerBound95": None} == {
+        "killed": 1, "total": 1, "equivalent": 1, "rate": 1.0, "lowerBound95": None, "survivors": [],
+        "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": []}
+    assert result["scope"] == ["request.validation"] and result["population"] == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--population", "--sample", "3"], "--population --sample N needs --seed"),
+    (["--sample", "3", "--jobs", "2"], "it does not take --jobs"),
+    (["--sample", "3", "--only", "cache.overhead-changed"], "it does not take --only"),
+    (["--seed", "3"], "--seed, --equivalents and --tests-dir go with --sample"),
+    (["--sample", "0"], "0 is not in the range x>=1"),
+])
+def test_sample_options_that_do_not_fit_are_usage_errors(args, message):
+    from click.testing import CliRunner
+
+    from laya_qual.cli import main
+
+    result = CliRunner().invoke(main, ["mutate", *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_population_lists_the_drawn_mutants(whole_population):
+    from click.testing import CliRunner
+
+    from laya_qual.cli import main
+
+    result = CliRunner().invoke(main, ["mutate", "--population", "--sample", "4", "--seed", "9"])
+    assert result.exit_code == 0, result.output
+    assert any(line.split() == ["all", str(len(whole_population))] for line in result.output.splitlines())
+    listed = [line.split("  ")[0] for line in result.output.splitlines()[-4:]]
+    assert listed == [m.id for m in sample(whole_population, 4, seed=9)]
