@@ -319,11 +319,12 @@ class NoReport(click.ClickException):
                    f"$LAYA_QUAL_SIGNING_PUBLIC_KEY); default: ${KEY_ENV}, else the dev key {DEV_KEY}")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="bundle path, overwritten (default: reports/qualification-<UTC time>.intoto.jsonl)")
-@click.option("--kill-rate", type=click.Path(dir_okay=False, path_type=Path),
-              help="a `laya-qual mutate` results file measured on this code, carried as suite.killRate")
+@click.option("--kill-rate", "kill_rates", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="a `laya-qual mutate` results file measured on this code, carried as suite.killRate "
+                   "(catalogue) or suite.mutantSample (--sample); once per kind")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | None,
-        out: Path | None, kill_rate: Path | None, pytest_args: tuple[str, ...]) -> None:
+        out: Path | None, kill_rates: tuple[Path, ...], pytest_args: tuple[str, ...]) -> None:
     """Run the qualification suite, sign the report, verify it, and summarize it.
 
     Two passes make one report: the suite on WORKERS xdist workers with the benchmark
@@ -356,7 +357,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
         suite_pass = [*common, "-n", str(workers), "--laya-benchmarks", "exclude", "--laya-evidence-out", evidence]
         bench_pass = [*common, "-n", "0", "--laya-benchmarks", "only", "--laya-evidence-in", evidence,
                       "--laya-report", str(out), "--laya-signing-key", str(key)]
-        bench_pass += ["--laya-kill-rate", str(kill_rate)] if kill_rate else []
+        bench_pass += [arg for path in kill_rates for arg in ("--laya-kill-rate", str(path))]
         rc = subprocess.call([sys.executable, "-m", "pytest", *suite_pass, *pytest_args])
         if rc not in PYTEST_COMPLETE or not Path(evidence).exists():
             raise NoReport(f"the suite pass ended with pytest exit status {rc}; no report written")
@@ -445,12 +446,13 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
                 options: dict) -> int:
     from laya_qual.mutant_run import main as run_sample
 
-    catalogue_only = {"seeds": 1, "jobs": 1, "confirm": True, "only": (), "claims": None}
+    catalogue_only = {"seeds": 1, "jobs": 1, "confirm": True, "only": ()}
     clashing = [k for k, default in catalogue_only.items() if options[k] != default]
     if clashing:
-        raise click.UsageError(f"--sample runs every drawn mutant against the whole suite once; "
+        raise click.UsageError(f"--sample runs every drawn mutant once, confirming survivors on the suite; "
                                f"it does not take {', '.join('--' + k for k in clashing)}")
     return run_sample(size=size, seed=secrets.randbelow(2**31) if seed is None else seed,
                       hypothesis_seed=options["hypothesis_seed"], workers=options["workers"],
                       timeout=options["timeout"], equivalents=equivalents, tests_dir=tests_dir,
-                      output=options["output"], require_rate=options["require_rate"])
+                      output=options["output"], require_rate=options["require_rate"],
+                      scope=[p for p in (options["claims"] or "").split(",") if p])
