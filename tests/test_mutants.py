@@ -169,3 +169,27 @@ def test_population_lists_the_drawn_mutants(whole_population):
     assert any(line.split() == ["all", str(len(whole_population))] for line in result.output.splitlines())
     listed = [line.split("  ")[0] for line in result.output.splitlines()[-4:]]
     assert listed == [m.id for m in sample(whole_population, 4, seed=9)]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"laya/a.py:f:compare:x#0": "  "}', "must map each mutant key to a written reason"),
+    ('["laya/a.py:f:compare:x#0"]', "must map each mutant key to a written reason"),
+    ("{not json", "cannot read the equivalence reasons"),
+])
+def test_an_equivalence_without_a_written_reason_is_refused(tmp_path, text, message):
+    from laya_qual.mutant_run import read_equivalents
+    from laya_qual.mutation import MutationError
+
+    path = tmp_path / "equivalents.json"
+    path.write_text(text)
+    with pytest.raises(MutationError, match=f"{path}: {message}"):
+        read_equivalents(path)
+
+
+def test_the_committed_equivalence_reasons_are_readable():
+    from pathlib import Path
+
+    from laya_qual.mutant_run import read_equivalents
+
+    reasons = read_equivalents(Path(__file__).resolve().parents[1] / "docs" / "equivalent-mutants.json")
+    assert reasons and all(key.startswith(("laya/", "laya_qual/")) for key in reasons)
