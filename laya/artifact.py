@@ -218,7 +218,8 @@ def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int | 
         if limit is not None and actual > limit:
             raise ArtifactError(f"is {actual} bytes, the limit for this file is {limit}", file=rel)
         data = fh.read()
-    if size is not None and len(data) != size:  # changed while being read
+    if size is not None and len(data) != size:  # pragma: no cover — defensive: the file changed size
+        # between the fstat above and this read, a race no test can time; the caller's sha256 check refuses it too
         raise DigestMismatch(f"size is {len(data)} bytes, manifest says {size}", file=rel)
     return data
 

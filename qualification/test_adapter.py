@@ -30,6 +30,7 @@ def with_adapter_payload(source: Path, destination: Path, payload) -> Path:
     return directory
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("adapter.refuse.standalone")
 @given(payload=json_values)
 def test_non_null_adapter_is_refused(tmp_path_factory, qualified_artifact, payload):
@@ -38,6 +39,7 @@ def test_non_null_adapter_is_refused(tmp_path_factory, qualified_artifact, paylo
         laya.load_artifact(directory)
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("adapter.refuse.shared")
 @given(payload=st.dictionaries(st.text(max_size=4), st.integers(), min_size=0, max_size=2) | st.just("lora"))
 def test_shared_loaders_refuse_adapter_payloads(tmp_path_factory, qualified_artifact, payload):

@@ -11,6 +11,7 @@ from laya.errors import UnknownAdapter
 from laya_qual.synth import requests_for
 
 
+@pytest.mark.laya_once_per("base-kind")
 @pytest.mark.laya_claim("adapters.explicit")
 @given(bad=st.none() | st.integers() | st.text(max_size=6).filter(lambda s: s != "h"), data=st.data())
 def test_only_explicit_known_adapters_serve(qualified_artifact, qualified_model, bad, data):

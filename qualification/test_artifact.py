@@ -18,7 +18,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 import laya
-from laya.artifact import BASE_ROLES, MANIFEST, ROLES
+from laya.artifact import BASE_ROLES, HEAD_ROLES, MANIFEST, ROLES
 from laya.errors import ArtifactError, DigestMismatch, LayaError
 from laya_qual.synth import (
     artifact_configs,
@@ -70,12 +70,7 @@ def test_qualified_artifact_roundtrip(qualified_artifact, qualified_model, data)
     assert a.decision == b.decision
 
 
-@pytest.mark.laya_claim("artifact.tamper")
-@pytest.mark.parametrize("role", ROLES)
-@function_scoped_ok
-@given(where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255))
-def test_any_flipped_byte_is_refused(tmp_path, qualified_artifact, role, where, mask):
-    directory = clone_artifact(qualified_artifact, tmp_path / "tampered")
+def assert_flipped_byte_refused(directory: Path, role: str, where: float, mask: int) -> None:
     path = directory / pinned_path(directory, role)
     data = bytearray(path.read_bytes())
     data[int(where * len(data))] ^= mask
@@ -85,10 +80,26 @@ def test_any_flipped_byte_is_refused(tmp_path, qualified_artifact, role, where, 
     assert refused.value.file == pinned_path(directory, role)
 
 
+# A head's copy of its base files is byte-identical to every other head's on that base
+# (their pins are equal), so the base's files are tampered with once per base.
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.tamper")
-@pytest.mark.parametrize("role", ROLES)
-def test_truncated_or_missing_file_is_refused(tmp_path, qualified_artifact, role):
-    directory = clone_artifact(qualified_artifact, tmp_path / "cut")
+@pytest.mark.parametrize("role", BASE_ROLES)
+@function_scoped_ok
+@given(where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255))
+def test_any_flipped_byte_of_a_base_file_is_refused(tmp_path, qualified_artifact, role, where, mask):
+    assert_flipped_byte_refused(clone_artifact(qualified_artifact, tmp_path / "tampered"), role, where, mask)
+
+
+@pytest.mark.laya_claim("artifact.tamper")
+@pytest.mark.parametrize("role", HEAD_ROLES)
+@function_scoped_ok
+@given(where=st.floats(0, 1, exclude_max=True), mask=st.integers(1, 255))
+def test_any_flipped_byte_of_a_head_file_is_refused(tmp_path, qualified_artifact, role, where, mask):
+    assert_flipped_byte_refused(clone_artifact(qualified_artifact, tmp_path / "tampered"), role, where, mask)
+
+
+def assert_truncated_or_missing_refused(directory: Path, role: str) -> None:
     rel = pinned_path(directory, role)
     rewrite_file(directory / rel, (directory / rel).read_bytes()[:-1])
     with pytest.raises(DigestMismatch, match=rel):
@@ -98,12 +109,26 @@ def test_truncated_or_missing_file_is_refused(tmp_path, qualified_artifact, role
         laya.load_artifact(directory)
 
 
+@pytest.mark.laya_once_per("base")
+@pytest.mark.laya_claim("artifact.tamper")
+@pytest.mark.parametrize("role", BASE_ROLES)
+def test_a_truncated_or_missing_base_file_is_refused(tmp_path, qualified_artifact, role):
+    assert_truncated_or_missing_refused(clone_artifact(qualified_artifact, tmp_path / "cut"), role)
+
+
+@pytest.mark.laya_claim("artifact.tamper")
+@pytest.mark.parametrize("role", HEAD_ROLES)
+def test_a_truncated_or_missing_head_file_is_refused(tmp_path, qualified_artifact, role):
+    assert_truncated_or_missing_refused(clone_artifact(qualified_artifact, tmp_path / "cut"), role)
+
+
 def _rewrite_manifest(directory: Path, edit) -> None:
     manifest = json.loads((directory / MANIFEST).read_text())
     edit(manifest)
     rewrite_file(directory / MANIFEST, json.dumps(manifest).encode())
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.paths")
 @pytest.mark.parametrize("bad", ["../encoder.safetensors", "/etc/passwd", "a/../../x", "./head.json", "a//b", "C:/x"])
 def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
@@ -117,6 +142,7 @@ def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
         laya.load_artifact(directory)
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.paths")
 @pytest.mark.parametrize("role", ROLES)
 def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
@@ -131,6 +157,7 @@ def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
         laya.load_artifact(directory)
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.paths")
 def test_symlinked_artifact_directory_is_refused(tmp_path, qualified_artifact):
     link = tmp_path / "link"
@@ -139,6 +166,7 @@ def test_symlinked_artifact_directory_is_refused(tmp_path, qualified_artifact):
         laya.load_artifact(link)
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.unlisted")
 @pytest.mark.parametrize("name", ["extra.bin", "sub/extra.json", "README", ".notes", "sub/.hidden"])
 def test_unlisted_file_is_refused(tmp_path, qualified_artifact, name):

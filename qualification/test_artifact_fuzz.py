@@ -15,6 +15,7 @@ import torch
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from laya.artifact import BASE_ROLES
 from laya.errors import ArtifactError, LayaError
 from laya_qual.suite.fuzzing import EXAMPLES, assert_sound, bound_for, served, within
 from laya_qual.synth import clone_artifact, pinned_path, replace_pinned_file, requests_for, rewrite_file
@@ -69,11 +70,27 @@ def roles(directory: Path) -> list[str]:
     return [e["role"] for e in json.loads((directory / "manifest.json").read_text())["files"]]
 
 
+# Every head on a base carries byte-identical base files (equal pins): those are mutated
+# once per base, a head's own files and its manifest once per head.
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.fuzz")
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
-def test_a_mutated_pinned_file_is_refused_or_served_soundly(qualified_artifact, bound_s, scratch, data):
-    role = data.draw(st.sampled_from([*roles(qualified_artifact), "manifest"]), label="role")
+def test_a_mutated_base_file_is_refused_or_served_soundly(qualified_artifact, bound_s, scratch, data):
+    role = data.draw(st.sampled_from([r for r in roles(qualified_artifact) if r in BASE_ROLES]), label="role")
+    check_mutated_file(qualified_artifact, bound_s, scratch, data, role)
+
+
+@pytest.mark.laya_claim("artifact.fuzz")
+@settings(max_examples=EXAMPLES)
+@given(data=st.data())
+def test_a_mutated_head_file_is_refused_or_served_soundly(qualified_artifact, bound_s, scratch, data):
+    role = data.draw(st.sampled_from([*(r for r in roles(qualified_artifact) if r not in BASE_ROLES), "manifest"]),
+                     label="role")
+    check_mutated_file(qualified_artifact, bound_s, scratch, data, role)
+
+
+def check_mutated_file(qualified_artifact: Path, bound_s: float, scratch: Path, data, role: str) -> None:
     path = "manifest.json" if role == "manifest" else pinned_path(qualified_artifact, role)
     original = (qualified_artifact / path).read_bytes()
     mutation = data.draw(file_mutations(original), label="mutation")

@@ -122,3 +122,40 @@ def test_head_attention_heads_must_divide_hidden(tmp_path_factory, artifact_fact
     refused = load_outcome(bad)
     named = refused is not None and refused.field == "head_attention_heads"
     assert named == (32 % heads != 0), (heads, refused)
+
+
+HEAD_TASKS_LIMIT = 1024  # docs/artifact-v1.md, head.json `tasks`: 1 to 1024 task objects
+
+
+@pytest.mark.laya_claim("artifact.limits")
+@pytest.mark.parametrize("count", [0, HEAD_TASKS_LIMIT, HEAD_TASKS_LIMIT + 1], ids=["none", "at", "above"])
+def test_a_head_has_one_to_the_limit_of_tasks(tmp_path, artifact_factory, count):
+    """head.json's task list at its documented bounds: none, or one over the limit, is refused
+    naming head.json and `tasks`; at the limit the load still stops (the readout holds one
+    row per task of the original head), never on the count."""
+    directory = artifact_factory(seed=0, head_kind="float32")
+    config = json.loads((directory / pinned_path(directory, "head_config")).read_bytes())
+    template = config["tasks"][0]
+    config["tasks"] = [{**template, "name": f"task-{i}"} for i in range(count)]
+    bad = edited(directory, tmp_path / "a", "head_config", json.dumps(config).encode())
+    refused = load_outcome(bad)
+    named = refused is not None and refused.file == pinned_path(bad, "head_config") and refused.field == "tasks"
+    assert refused is not None and named == (count != HEAD_TASKS_LIMIT), (count, refused)
+
+
+@pytest.mark.laya_claim("artifact.limits")
+@given(heads=st.integers(1, 256))
+@example(heads=3)
+@example(heads=64)
+@example(heads=8)
+def test_encoder_attention_heads_must_divide_hidden(tmp_path_factory, artifact_factory, heads):
+    """encoder_config.json: hidden_size "divisible by num_attention_heads" (docs/artifact-v1.md)."""
+    directory = artifact_factory(seed=0, head_kind="float32")  # hidden_size 32
+    config = json.loads((directory / pinned_path(directory, "encoder_config")).read_bytes())
+    assert config["hidden_size"] == 32
+    config["num_attention_heads"] = heads
+    bad = edited(directory, tmp_path_factory.mktemp("heads") / "a", "encoder_config", json.dumps(config).encode())
+    refused = load_outcome(bad)
+    named = (refused is not None and refused.file == pinned_path(bad, "encoder_config")
+             and refused.field == "num_attention_heads")
+    assert named == (32 % heads != 0), (heads, refused)

@@ -64,6 +64,7 @@ def one_part_changed(request: laya.Request, part: str, word: str, which: int) ->
     return laya.Request(request.task, request.question, request.options, state)
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("cache.keys.exact")
 @given(data=st.data())
 def test_every_part_of_the_sequence_is_in_the_key(qualified_artifact, qualified_model, data):
@@ -185,6 +186,7 @@ def test_budget_boundaries(case):
     assert stats.evictions == len(puts) - len(cached) - (documented_bytes(puts[0]) > budget)
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("cache.eviction")
 def test_served_entry_exactly_at_the_budget_is_kept(qualified_artifact, qualified_model):
     """Through Adapters, with the budget set from the documented formula for a real request:
@@ -216,6 +218,7 @@ def test_cache_holds_copies(ids, offset):
     assert again.untyped_storage().data_ptr() != returned.untyped_storage().data_ptr()
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("cache.bypass")
 @given(data=st.data())
 def test_capture_bypasses_the_cache(qualified_artifact, qualified_model, data):

@@ -126,6 +126,7 @@ def assert_reserved_refused(model, reference: ReferenceModel, request: Request) 
 
 # --- the artifacts under qualification (synthetic defaults or --laya-artifact) ----------
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("forward.reference.encoder")
 @given(data=st.data())
 def test_qualified_encoder_matches_reference(qualified_artifact, qualified_model, reference_for, data):

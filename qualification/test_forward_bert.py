@@ -42,6 +42,7 @@ def assert_matches_bert(base, reference: ReferenceModel, bert, ids) -> None:
     assert worst <= bound, f"encoder states differ from transformers.BertModel by {worst:.3e} (bound {bound:.1e})"
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("forward.transformers.bert")
 @given(data=st.data())
 def test_qualified_base_matches_transformers(qualified_artifact, qualified_model, bert_oracle, data):

@@ -42,6 +42,7 @@ def checks_in_a_forward(adapters, request) -> int:
     return counter.checked
 
 
+@pytest.mark.laya_once_per("base-kind")
 @pytest.mark.laya_claim("gate.cancel.no-poison")
 @given(data=st.data())
 def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_model, data):
@@ -69,6 +70,7 @@ def test_cancel_at_any_point_publishes_nothing(qualified_artifact, qualified_mod
     assert torch.equal(torch.tensor(hit.probabilities), torch.tensor(expected.probabilities))
 
 
+@pytest.mark.laya_once_per("base-kind")
 @pytest.mark.laya_claim("gate.cancel.no-poison")
 @pytest.mark.parametrize("where", ["first layer", "last check"])
 def test_a_forward_cancelled_inside_lets_go_of_the_gate(qualified_artifact, qualified_model, where):
@@ -85,6 +87,7 @@ def test_a_forward_cancelled_inside_lets_go_of_the_gate(qualified_artifact, qual
     assert adapters.cache_stats().entries == 0
 
 
+@pytest.mark.laya_once_per("base-kind")
 @pytest.mark.laya_claim("gate.cancel.no-poison")
 def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
     from hypothesis import find
@@ -109,6 +112,7 @@ def test_cancel_while_waiting_for_the_gate(qualified_artifact, qualified_model):
     assert adapters.cache_stats() == laya.CacheStats(0, 0, 0, 0, 0)
 
 
+@pytest.mark.laya_once_per("base-kind")
 @pytest.mark.laya_claim("gate.concurrency")
 @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # shrinking a race (or a hang) only repeats it
 @given(seed=st.integers(0, 2**32 - 1), data=st.data())

@@ -96,6 +96,7 @@ def mixed_lines(draw, model) -> bytes:
     return line
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("jsonl.selectors")
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())

@@ -38,6 +38,7 @@ def request_bodies(draw, model) -> dict:
     return body if request.state is None else {**body, "state": request.state}
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("jsonl.fuzz")
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())

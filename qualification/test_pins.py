@@ -58,6 +58,7 @@ PIN_EDITS = {
 }
 
 
+@pytest.mark.laya_once_per("base")
 @pytest.mark.parametrize("pin", [pytest.param(p, marks=pytest.mark.laya_claim(f"pins.refuse.{p}")) for p in sorted(PIN_EDITS)])
 @given(where=st.floats(0, 1, exclude_max=True))
 def test_every_base_pin_is_enforced(tmp_path_factory, qualified_artifact, qualified_base_dir, pin, where):

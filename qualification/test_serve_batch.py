@@ -164,6 +164,7 @@ def test_a_batch_serves_every_item_as_if_alone(groups, alone, qualified_base_dir
         assert batched.cache_stats() == lru.stats()
 
 
+@pytest.mark.laya_once_per("base-kind")
 @pytest.mark.laya_claim("serve.batch.exact")
 @given(data=st.data())
 def test_a_standalone_model_batch_serves_every_request_as_if_alone(qualified_model, data):

@@ -66,7 +66,12 @@ from laya_qual.synth import CancelAfter, over_budget_requests, requests_for
 
 THREADS = 8
 JOBS = 2000
-REQUESTS_PER_HEAD = 12
+# The working set: this many requests drawn, spread evenly over a base's heads (12 per head
+# for the synthetic default's three, at least one per head), each sent through SHARED_BY
+# heads (its own first). Its size, and the soak's cost, stay the same however many heads
+# are qualified; every head is still served.
+WORKING_SET = 36
+SHARED_BY = 3
 OVER_BUDGET_PER_HEAD = 2
 STALL_SECONDS = 10
 MONITOR_PAUSE_SECONDS = 0.002
@@ -105,11 +110,11 @@ def build_groups(heads: list[tuple[str, Path]], base_dir: Path | None, data) -> 
 def build_group(dirs: dict[str, Path], base_dir: Path | None, data) -> Group:
     """The working set, its serial cache-off reference, a budget below its bytes, the refusals."""
     reference = laya.open_adapters(dirs, base=laya.load_artifact_base(next(iter(dirs.values())), base_dir))
-    drawn = [r for a in dirs for r in data.draw(
-        st.lists(requests_for(reference.heads[a]), min_size=REQUESTS_PER_HEAD, max_size=REQUESTS_PER_HEAD,
+    per_head = max(1, WORKING_SET // len(dirs))
+    drawn = [(a, r) for a in dirs for r in data.draw(
+        st.lists(requests_for(reference.heads[a]), min_size=per_head, max_size=per_head,
                  unique_by=lambda r: (r.task, r.question, r.options, r.state)), label=f"requests for {a}")]
-    # each request through every head that takes it, so heads share cache entries
-    pairs = [(a, r) for r in drawn for a, head in reference.heads.items() if fits(head, r)]
+    pairs = [(a, r) for owner, r in drawn for a in sharing(reference.heads, owner, r)]
     expected = {i: reference.predict(a, r) for i, (a, r) in enumerate(pairs)}
     checks = {}
     for adapter_id in dirs:  # how many cancel checks one forward of this head makes
@@ -129,6 +134,17 @@ def build_group(dirs: dict[str, Path], base_dir: Path | None, data) -> Group:
     absent = "absent-" + "x" * max(len(a) for a in dirs)  # longer than any open id
     group.refusals.append((absent, pairs[0][1], UnknownAdapter, "adapter_id"))
     return group
+
+
+def sharing(heads: dict[str, laya.Head], owner: str, request: laya.Request) -> list[str]:
+    """The heads a request goes through: the one it was drawn for, then the next ones (in
+    order, wrapping round) that take it, ``SHARED_BY`` in all. Heads share cache entries,
+    and the working set grows with the number of heads, not with its square (all three
+    heads of the synthetic default take every request any of them takes)."""
+    order = list(heads)
+    start = order.index(owner)
+    rotated = order[start:] + order[:start]
+    return [a for a in rotated if fits(heads[a], request)][:SHARED_BY]
 
 
 def fits(head: laya.Head, request: laya.Request) -> bool:

@@ -123,7 +123,7 @@ def test_store_refuses_another_base(trained, tmp_path, field):
 
 
 @pytest.mark.laya_claim("train.store.identity")
-@pytest.mark.parametrize("field", ["kernel", "numeric_profile", "sequences", "features"])
+@pytest.mark.parametrize("field", ["kernel", "numeric_profile", "sequences", "marker_positions", "features"])
 def test_store_refuses_other_kernel_profile_sequences_or_bytes(trained, tmp_path, monkeypatch, field):
     base, rendered, path = trained.base, list(trained.rendered), trained.store_path
     if field == "kernel":
@@ -135,6 +135,10 @@ def test_store_refuses_other_kernel_profile_sequences_or_bytes(trained, tmp_path
         ids = list(rendered[3].token_ids)
         ids[1] = (ids[1] + 1) % trained.base.config.vocab_size  # one question token differs
         rendered[3] = dataclasses.replace(rendered[3], token_ids=tuple(ids))
+    elif field == "marker_positions":  # the same token ids, one marker read one position later
+        positions = list(rendered[3].marker_positions)
+        positions[0] += 1
+        rendered[3] = dataclasses.replace(rendered[3], marker_positions=tuple(positions))
     else:
         data = bytearray(path.read_bytes())
         data[-5] ^= 0x01

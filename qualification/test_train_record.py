@@ -215,8 +215,20 @@ def _no_bins(c: dict) -> str:
     return "calibration.reliability_before"
 
 
+def _bin_not_an_object(c: dict) -> str:
+    b = c["reliability_before"][2]
+    c["reliability_before"][2] = [b["lower"], b["upper"], b["count"], b["confidence"], b["accuracy"]]
+    return "calibration.reliability_before[2]"
+
+
+def _bin_without_width(c: dict) -> str:
+    c["reliability_after"][5]["upper"] = c["reliability_after"][5]["lower"]  # upper must exceed lower
+    return "calibration.reliability_after[5].upper"
+
+
 CALIBRATION_EDITS = [_shift_accuracy, _swap_bins, _one_count_more, _gap, _short_of_one, _zero_for_empty,
-                     _null_for_filled, _string_confidence, _unknown_bin_field, _only_before, _no_bins]
+                     _null_for_filled, _string_confidence, _unknown_bin_field, _only_before, _no_bins,
+                     _bin_not_an_object, _bin_without_width]
 
 
 def _ascending(t: dict) -> str:
@@ -272,8 +284,20 @@ def _path_not_a_list(t: dict) -> str:
     return "certification.path"
 
 
+def _step_not_an_object(t: dict) -> str:
+    step = t["certification"]["path"][1]
+    t["certification"]["path"][1] = [step["threshold"], step["acted"], step["errors"], step["risk_upper_bound"]]
+    return "certification.path[1]"
+
+
+def _certified_flag_contradicts_the_first_step(t: dict) -> str:
+    t["certification"]["certified"] = False  # its first step passes: certified is true exactly then
+    return "certification.certified"
+
+
 TASK_EDITS = [_ascending, _acted_falls, _stops_at_a_pass, _goes_on_after_a_failure, _disagrees_with_the_certificate,
-              _threshold_off_the_path, _threshold_above_one, _unknown_step_field, _empty_path, _path_not_a_list]
+              _threshold_off_the_path, _threshold_above_one, _unknown_step_field, _empty_path, _path_not_a_list,
+              _step_not_an_object, _certified_flag_contradicts_the_first_step]
 
 
 def edited_copy(trained, tmp_path: Path, change) -> tuple[Path, str]:

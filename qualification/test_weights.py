@@ -10,6 +10,7 @@ from laya.errors import LayaError
 from laya_qual.synth import requests_for
 
 
+@pytest.mark.laya_once_per("base-kind")
 @pytest.mark.laya_claim("weights.immutable")
 @pytest.mark.parametrize("target", ["base", "head"])
 def test_in_place_writes_are_detected(qualified_artifact, qualified_model, target):

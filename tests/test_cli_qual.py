@@ -174,7 +174,9 @@ def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     assert "DEVELOPMENT key" in result.output
     assert result.exit_code != 0  # nothing ran: pytest exit 5, and the report is WARNED
     assert stat.S_IMODE(dev.stat().st_mode) == 0o600
-    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [bundle.name]  # no key in the project
+    # no key in the project: the bundle, and the durations store that balances later shards and plans
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [".laya-qual", bundle.name]
+    assert [p.name for p in (tmp_path / "reports" / ".laya-qual").iterdir()] == ["durations.json"]
     assert cli("verify", bundle, "--public-key", f"{dev}.pub").exit_code == 0
     assert "DEVELOPMENT KEY" in cli("verify", bundle, "--public-key", f"{dev}.pub").output
 

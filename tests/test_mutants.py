@@ -121,9 +121,9 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     layout = installed_layout()
     request = module_mutants((layout["laya"] / "request.py").read_text(), "laya/request.py")
     [killable] = [m for m in request if m.original == "len(options) < 2" and m.operator == "compare"]
-    gate = module_mutants((layout["laya"] / "gate.py").read_text(), "laya/gate.py")
-    spared = next(m for m in gate if m.operator == "statement-dropped")
-    reasons = {killable.key: "wrongly filed", spared.key: "request validation never opens the gate"}
+    packets = module_mutants((layout["laya"] / "evolution" / "packets.py").read_text(), "laya/evolution/packets.py")
+    spared = next(m for m in packets if m.operator == "statement-dropped")
+    reasons = {killable.key: "wrongly filed", spared.key: "request validation never writes an evolution packet"}
     run = SampleRun([killable, spared], population_size=2, seed=0, hypothesis_seed=0, workers=0,
                     equivalents=reasons, tests_dir=None, timeout=None, progress=lambda _: None,
                     scope=["request.validation"])

@@ -118,11 +118,13 @@ def test_suite_profile_applies_to_suite_tests_with_their_own_overrides(project):
     assert thorough == {"test_cache_holds_copies": 200, "TestLruEviction::runTest": 40}
 
 
-@pytest.mark.parametrize("flag", ["--laya-kill-rate", "--laya-evidence-in"])
-def test_report_inputs_without_a_report_fail_loudly(project, flag):
+@pytest.mark.parametrize(("flag", "says"), [
+    ("--laya-kill-rate", "--laya-kill-rate goes into a signed report: it needs --laya-report"),
+    ("--laya-evidence-in", "--laya-evidence-in merges into --laya-report or --laya-evidence-out: give one")])
+def test_report_inputs_without_a_report_fail_loudly(project, flag, says):
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "-p", "laya_qual", flag, "x.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{flag} goes into a signed report: it needs --laya-report*"])
+    result.stderr.fnmatch_lines([f"*{says}*"])
 
 
 def test_hypothesis_verbosity_reaches_suite_tests(project):
@@ -130,3 +132,16 @@ def test_hypothesis_verbosity_reaches_suite_tests(project):
                                           "--hypothesis-verbosity=verbose", "-k", "test_cache_holds_copies")
     assert result.ret == 0, result.stdout.str()
     assert "Test case: test_cache_holds_copies" in result.stdout.str()
+
+
+def test_every_option_is_in_one_namespaced_help_group(project):
+    """`pytest --help` lists the plugin's options together, under its own heading, after
+    the other plugins' groups -- not scattered, and not under a heading it does not own."""
+    help_text = project.runpytest_subprocess("-p", "laya_qual", "--help").stdout.str()
+    sections = help_text.split("\n\n")
+    [ours] = [s for s in sections if s.startswith("laya qualification:")]
+    options = {line.split()[0].split("=")[0].rstrip(",") for line in ours.splitlines()[1:]
+               if line.strip().startswith("--laya-")}
+    assert {"--laya-qualify", "--laya-artifact", "--laya-report", "--laya-signing-key", "--laya-shard",
+            "--laya-plan", "--laya-evidence-out", "--laya-kill-rate"} <= options
+    assert help_text.count("--laya-qualify") == 1 and "laya_qual:" not in help_text

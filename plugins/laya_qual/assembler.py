@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from laya_qual.evidence import Evidence, collects_evidence
+from laya_qual.progress import Progress
 from laya_qual.report import VERDICTS
 from laya_qual.signing import KEY_ENV, SigningError, load_signer
 
-EVIDENCE_FORMAT = "laya-qual-evidence/v1"
+EVIDENCE_FORMAT = "laya-qual-evidence/v2"
 # Later in this list wins when a test's phases disagree (setup skipped, teardown error, ...).
 _PRECEDENCE = (None, "passed", "skipped", "xfailed", "error", "failed")
 
@@ -37,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--laya-kill-rate", action="append", default=[], metavar="FILE",
         help="fold this `laya-qual mutate` results file into the report: suite.killRate (catalogue) or "
              "suite.mutantSample (--sample); once per kind")
+    group.addoption(
+        "--laya-coverage", default=None, metavar="FILE",
+        help="fold this `laya-qual coverage` results file (measured on this code) into the report: suite.coverage")
     group.addoption("--laya-evidence-out", default=None, metavar="PATH",
                     help="write this pass's plain evidence (JSON, unsigned) for a later --laya-evidence-in")
     group.addoption("--laya-evidence-in", default=None, metavar="PATH",
@@ -45,9 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The controller alone (never an xdist worker) assembles."""
-    for option, flag in (("laya_kill_rate", "--laya-kill-rate"), ("laya_evidence_in", "--laya-evidence-in")):
+    for option, flag in (("laya_kill_rate", "--laya-kill-rate"), ("laya_coverage", "--laya-coverage")):
         if config.getoption(option, None) and not config.getoption("laya_report", None):
             raise pytest.UsageError(f"{flag} goes into a signed report: it needs --laya-report")
+    if config.getoption("laya_evidence_in", None) and not (
+            config.getoption("laya_report", None) or config.getoption("laya_evidence_out", None)):
+        raise pytest.UsageError("--laya-evidence-in merges into --laya-report or --laya-evidence-out: give one")
     if collects_evidence(config) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Assembler(config), "laya_qual_assembler")
 
@@ -66,6 +73,42 @@ def _phase_outcome(report: pytest.TestReport) -> str | None:
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def runner(environment: dict) -> dict:
+    """The machine a shard ran on, as a signed report may name it: the CI runner's name
+    (never a local host name) and its CPU."""
+    name = os.environ.get("RUNNER_NAME") or os.environ.get("CI_RUNNER_DESCRIPTION") or "local"
+    cpu = environment.get("cpu", {})
+    return {"name": name, "cpu": cpu.get("model"), "cores": cpu.get("logical_cores")}
+
+
+def signing_facts(key) -> dict:
+    """Which key signs; a development-key report says so in its signed predicate."""
+    from laya_qual.signing import is_dev_key
+
+    if key is None:
+        return {"keyid": None, "developmentKey": False}
+    public = key.public_key
+    return {"keyid": public.keyid, "keytype": public.keytype, "scheme": public.scheme,
+            "developmentKey": is_dev_key(public)}
+
+
+def write_report(path: Path, key, records: list[dict], context: dict, passes: list[dict]) -> dict:
+    """Build, sign and write the bundle from plain records and a run's facts (one run, or
+    the merged shards of one); returns the verdict summary."""
+    from laya_qual.claims import CLAIMS
+    from laya_qual.report import build_claims, build_details, build_statements, report_records, verdict_summary
+    from laya_qual.signing import write_bundle
+
+    records = report_records(records)
+    claims = build_claims(CLAIMS, records)
+    details, configuration = build_details(
+        records, hypothesis=context["hypothesis"], environment=context["environment"],
+        invocation=context["invocation"], signing=signing_facts(key), harness=context["harness"],
+        subjects=context["subjects"], heads=context["heads"], suite=context["suite"], passes=passes)
+    write_bundle(path, build_statements(context["subjects"], claims, details, configuration), key)
+    return {**verdict_summary(claims), "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}
 
 
 class Assembler:
@@ -102,8 +145,18 @@ class Assembler:
             if kind in self.suite_figures:
                 raise pytest.UsageError(f"--laya-kill-rate {path}: a second suite.{kind} file; give one per kind")
             self.suite_figures[kind] = figure
+        if config.getoption("laya_coverage", None):
+            from laya_qual.suite_figures import coverage
+
+            self.suite_figures["coverage"] = coverage(config.getoption("laya_coverage"),
+                                                      runtime=runtime["digest"][DIR_HASH], harness=self.harness)
+        from laya_qual import traceability
+
+        self.suite_figures["traceability"] = traceability.figure()  # docs/report-format.md, suite.traceability
         self.environment: dict = {}
         self.summary: dict | None = None
+        self.selection: dict | None = None
+        self.progress = Progress(config)
 
     def _run_facts(self) -> dict:
         """What two passes must agree on to make one report."""
@@ -112,13 +165,11 @@ class Assembler:
         c = self.config
         return {"seed": c.getoption("hypothesis_seed", None), "profile": suite_profile(c),
                 "artifacts": [str(a) for a in c.getoption("laya_artifact")], "base": c.getoption("laya_base"),
-                "device": c.getoption("laya_device")}
+                "device": c.getoption("laya_device"), "shard": c.getoption("laya_shard", None)}
 
     def _read_evidence(self, path: str | None) -> dict | None:
         if not path:
             return None
-        if not self.path:
-            raise pytest.UsageError("--laya-evidence-in needs --laya-report: the merged report goes there")
         try:
             earlier = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
@@ -157,8 +208,10 @@ class Assembler:
             return
         record = self.records.setdefault(
             report.nodeid, {"test": self._test_id(report.nodeid, report.location[0]),
-                            "claims": evidence.claims, "outcome": None})
+                            "claims": evidence.claims, "outcome": None, "duration": 0.0})
         record["outcome"] = _worse(_phase_outcome(report), record["outcome"])
+        record["duration"] += report.duration
+        self.progress.advance(record["test"], report)
         if evidence.hypothesis is not None:
             record["hypothesis"] = evidence.hypothesis
         if evidence.benchmark is not None:
@@ -184,16 +237,6 @@ class Assembler:
 
     def _collection_errors(self) -> list[str]:
         return sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors)
-
-    def _signing(self) -> dict:
-        """Which key signs; a development-key report says so in its signed predicate."""
-        from laya_qual.signing import is_dev_key
-
-        if self.key is None:
-            return {"keyid": None, "developmentKey": False}
-        public = self.key.public_key
-        return {"keyid": public.keyid, "keytype": public.keytype, "scheme": public.scheme,
-                "developmentKey": is_dev_key(public)}
 
     def _hypothesis(self) -> dict:
         """The suite's Hypothesis settings and the command that replays this report's examples."""
@@ -229,34 +272,53 @@ class Assembler:
             invocation["url"] = url
         return invocation
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.progress.expect([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        self.progress.expect(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        """xdist: the selection a worker collected (every worker collects the same)."""
+        from laya_qual.selection import WORKER_KEY
+
+        chosen = getattr(node, "workeroutput", {}).get(WORKER_KEY)
+        if chosen is not None and self.selection is None:
+            self.selection = chosen
+
+    def _context(self, exitstatus: int) -> dict:
+        """The run's facts a report is built from, besides its records and passes."""
+        return {"hypothesis": self._hypothesis(), "environment": self.environment,
+                "invocation": self._invocation(exitstatus), "harness": self.harness, "subjects": self.subjects,
+                "heads": self.heads, "suite": self.suite_figures}
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from laya.atomic import write_file
-        from laya_qual.claims import CLAIMS
-        from laya_qual.report import build_claims, build_details, build_statements, report_records, verdict_summary
-        from laya_qual.rerun import reproduce_command
-        from laya_qual.signing import write_bundle
+        from laya_qual import selection
 
+        self.selection = self.selection or selection.of(self.config)
+        chosen = self.selection or {"tests": [], "shard": None}
+        shard = chosen["shard"]
         this_pass = {"workers": self.config.getoption("numprocesses", None),
                      "benchmarks": self.config.getoption("laya_benchmarks"), "exitStatus": int(exitstatus),
-                     "tests": len(self.records)}
+                     "tests": len(self.records),
+                     **({"shard": f"{shard['index']}/{shard['count']}", "runner": runner(self.environment)}
+                        if shard else {})}
+        passes = [*(self.earlier or {}).get("passes", []), this_pass]
+        context = self._context(exitstatus)
         if self.evidence_out:  # like the bundle: replaced whole, never left truncated
             write_file(self.evidence_out, replace=True, data=json.dumps({
-                "format": EVIDENCE_FORMAT, "run": self._run_facts(), "pass": this_pass,
-                "reproduce": reproduce_command(self.config, self.config.getoption("hypothesis_seed", None)),
-                "collectionErrors": self._collection_errors(),
-                "records": sorted(self.records.values(), key=lambda r: r["test"])}, indent=1).encode() + b"\n")
+                "format": EVIDENCE_FORMAT, "run": self._run_facts(), "passes": passes,
+                "reproduce": context["hypothesis"]["reproduce"],
+                "collectionErrors": context["invocation"]["collectionErrors"],
+                "selection": chosen, "context": context,
+                "records": sorted(self._merged(), key=lambda r: r["test"])}, indent=1).encode() + b"\n")
         if self.path is None:
             return
-        records = report_records(self._merged())
-        claims = build_claims(CLAIMS, records)
-        details, configuration = build_details(
-            records, hypothesis=self._hypothesis(), environment=self.environment,
-            invocation=self._invocation(exitstatus), signing=self._signing(), harness=self.harness,
-            subjects=self.subjects, heads=self.heads, suite=self.suite_figures,
-            passes=[*([self.earlier["pass"]] if self.earlier else []), this_pass])
-        write_bundle(self.path, build_statements(self.subjects, claims, details, configuration), self.key)
-        self.summary = {**verdict_summary(claims), "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}
+        self.summary = write_report(self.path, self.key, self._merged(), context, passes)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.summary is None:

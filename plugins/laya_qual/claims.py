@@ -76,6 +76,13 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "load_artifact_with_base): when a file's bytes change on disk right after the loader "
           "hashed them, to a valid file that would change predictions, the loaded model predicts "
           "bitwise as the unchanged artifact, or the load is refused."),
+    Claim("artifact.fields",
+          "Each documented field of the manifest (and of a manifest entry), encoder_config.json, "
+          "special_tokens.json (and each option marker), sequence_format.json, head.json and a head's "
+          "task object, changed alone in the file's JSON text to each JSON type docs/artifact-v1.md "
+          "does not allow, or left out, is refused with ArtifactError naming the file and that field "
+          "(a non-null manifest adapter with UnsupportedAdapter), as is an unknown field in each of "
+          "those objects; the unchanged copy loads."),
     # --- request: typed validation and budgets ------------------------------------
     Claim("request.budget",
           "A request whose rendering exceeds the head's sequence budget, or whose option count "
@@ -238,6 +245,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "prediction whose probabilities are finite, within [0, 1] and sum to 1, or an error object "
           "naming a LayaError subclass; every output is strict JSON (no NaN or Infinity); nothing "
           "escapes as an exception."),
+    Claim("jsonl.wire",
+          "Each field of a request line (adapter, task, question, options and each option, state), "
+          "changed alone in the line's JSON text to each JSON type docs/serving.md does not allow, or "
+          "left out when required, and any unknown field, gets an error object naming that field while "
+          "the other lines of its chunk are served as alone; a line with its optional state, without it "
+          "and with `\"state\": null` is served as the request with and without the state."),
     # --- bench: benchmark claims (measured, never asserted) --------------------------
     Claim("bench.cache.hit-vs-miss",
           "Adapters.predict with a warm cache and with a cold one return equal predictions; "
@@ -271,12 +284,17 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A frozen feature store is refused (FeatureStoreMismatch naming the field) for a base "
           "differing in any one pinned file (encoder_config, encoder_weights, tokenizer, "
           "special_tokens, sequence_format), another kernel identity or numeric profile, one "
-          "different token in the sequences, or one flipped byte of its features."),
+          "different token in the sequences, one marker read at another position, or one flipped "
+          "byte of its features."),
     Claim("train.export.parity",
           "A trained head exported as float32 or int8 predicts bitwise the same probabilities "
           "standalone and shared; they equal, bitwise, the probabilities its calibration and "
           "certification judged from the feature store, and the runtime acts on exactly the "
           "certified dev_conf set."),
+    Claim("train.export.limit",
+          "A trained head whose head.json would exceed the 1 MiB limit of a JSON file in an "
+          "artifact is refused with ArtifactError naming head.json and the limit before anything "
+          "is written; the same head with fewer tasks, under the limit, is written and loads."),
     Claim("train.warmstart.clone",
           "A warm start shares no storage with its source head; training from it leaves the "
           "loaded source's tensors and predictions and its artifact's file bytes unchanged."),
@@ -308,6 +326,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "rate 0.1%); an uncertifiable task escalates every request."),
     Claim("train.splits.disjoint",
           "Training refuses a dataset whose splits share an example id or an exact token sequence."),
+    Claim("train.splits.complete",
+          "Training refuses a dataset read from JSONL text with an empty train, dev_cal or dev_conf split "
+          "(DatasetError naming split), and one in which a task has no dev_cal or no dev_conf examples "
+          "(TrainingError naming that split, no head written)."),
     Claim("train.calibration.private",
           "Two heads trained from one store for a same-named task keep their own temperature, "
           "threshold and certificate; training the second leaves the first's bytes unchanged, and "

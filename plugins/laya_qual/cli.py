@@ -9,6 +9,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from laya_qual import __version__, missing_harness
 if missing := missing_harness():  # a runtime-only install: click's one-line error, exit 1
     raise SystemExit(f"Error: {missing}")
 
+from laya_qual.shards import DURATIONS_DIR, DURATIONS_FILE, default_durations
 from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key,
-                               public_key_path)
+                               load_signer, public_key_path)
 from laya_qual.verify import VerifyError, read_statements, verify_bundle
 
 DEV_KEY = dev_key_path()
@@ -318,62 +320,202 @@ class NoReport(click.ClickException):
               help=f"PEM private key file or securesystemslib signer URI (public key then in "
                    f"$LAYA_QUAL_SIGNING_PUBLIC_KEY); default: ${KEY_ENV}, else the dev key {DEV_KEY}")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="bundle path, overwritten (default: reports/qualification-<UTC time>.intoto.jsonl)")
+              help="bundle path, overwritten (default: reports/qualification-<UTC time>.intoto.jsonl); with "
+                   "--shard the shard's evidence (default: reports/shard-K-of-N.json)")
 @click.option("--kill-rate", "kill_rates", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="a `laya-qual mutate` results file measured on this code, carried as suite.killRate "
                    "(catalogue) or suite.mutantSample (--sample); once per kind")
+@click.option("--coverage", "coverage_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="a `laya-qual coverage` results file measured on this code, carried as suite.coverage")
+@click.option("--plan", is_flag=True,
+              help="run nothing: print per artifact and for the base what would run, and an estimate from the "
+                   "recorded durations")
+@click.option("--shard", metavar="K/N",
+              help="run shard K of N (balanced by the recorded durations; the benchmarks on shard 1) and write "
+                   "its unsigned evidence; `laya-qual merge` signs the N shards as one report")
+@click.option("--durations", type=click.Path(dir_okay=False, path_type=Path),
+              help=f"recorded per-test durations (default: reports/{DURATIONS_DIR}/{DURATIONS_FILE}, kept up "
+                   "to date by every unsharded run and every merge)")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | None,
-        out: Path | None, kill_rates: tuple[Path, ...], pytest_args: tuple[str, ...]) -> None:
+        out: Path | None, kill_rates: tuple[Path, ...], coverage_file: Path | None, plan: bool, shard: str | None,
+        durations: Path | None, pytest_args: tuple[str, ...]) -> None:
     """Run the qualification suite, sign the report, verify it, and summarize it.
 
     Two passes make one report: the suite on WORKERS xdist workers with the benchmark
     tests deselected, then the benchmark tests in-process (pytest-benchmark measures
     nothing under xdist); the second pass merges the first one's evidence and signs.
     Both use the same Hypothesis seed, chosen here unless you pass --hypothesis-seed.
-    Extra arguments after `--` go to both pytest passes.
+    Extra arguments after `--` go to both pytest passes. Progress goes to stderr.
 
     \b
     Exit status: 0 PASSED, 1 FAILED (a claim failed), 3 WARNED (a claim was not
     evaluated), 4 no complete verified report (a pass crashed, was interrupted or
-    refused its options), 2 bad command line."""
-    import tempfile
+    refused its options), 2 bad command line. With --shard: 0 when the shard's evidence
+    is complete (whatever its tests' outcomes), 4 otherwise."""
+    from laya_qual.shards import ShardError, parse_shard
 
-    from laya_qual import summary
-
+    durations = durations or default_durations(Path("reports"))
+    common = ["-p", "laya_qual", "--laya-qualify"]
+    common += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
+    if plan:
+        if shard or out or kill_rates or coverage_file:
+            raise click.UsageError("--plan runs nothing: it takes no --shard, --out, --kill-rate or --coverage")
+        sys.exit(_print_plan(common, workers, durations, pytest_args))
+    if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
+        if shard:
+            raise click.UsageError("--shard needs --hypothesis-seed after `--`: every shard of a run uses the same seed")
+        common.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
+    if shard:
+        try:
+            index, count = parse_shard(shard)
+        except ShardError as e:
+            raise click.UsageError(str(e)) from None
+        if kill_rates or coverage_file:
+            raise click.UsageError("--kill-rate and --coverage go to `laya-qual merge`, which signs the report")
+        balance = ["--laya-durations", str(durations)] if durations.exists() else []
+        sys.exit(_run_shard([*common, "--laya-shard", f"{index}/{count}", *balance], workers, index,
+                            out or Path("reports") / f"shard-{index}-of-{count}.json", pytest_args))
     key = _signing_key(key)
     try:
         public = public_key_path(key)
     except SigningError as e:
         raise click.ClickException(str(e)) from None
     out = out or Path("reports") / f"qualification-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.intoto.jsonl"
-    common = ["-p", "laya_qual", "--laya-qualify"]
-    common += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
-    if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
-        common.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
+    figures = [arg for path in kill_rates for arg in ("--laya-kill-rate", str(path))]
+    figures += ["--laya-coverage", str(coverage_file)] if coverage_file else []
     out.unlink(missing_ok=True)  # never verify and show a stale bundle from an earlier run
     with tempfile.TemporaryDirectory(prefix="laya-qual-") as scratch:
-        evidence = str(Path(scratch) / "suite-pass.json")
-        suite_pass = [*common, "-n", str(workers), "--laya-benchmarks", "exclude", "--laya-evidence-out", evidence]
-        bench_pass = [*common, "-n", "0", "--laya-benchmarks", "only", "--laya-evidence-in", evidence,
-                      "--laya-report", str(out), "--laya-signing-key", str(key)]
-        bench_pass += [arg for path in kill_rates for arg in ("--laya-kill-rate", str(path))]
-        rc = subprocess.call([sys.executable, "-m", "pytest", *suite_pass, *pytest_args])
-        if rc not in PYTEST_COMPLETE or not Path(evidence).exists():
-            raise NoReport(f"the suite pass ended with pytest exit status {rc}; no report written")
-        click.secho("\nlaya-qual run: benchmark pass (in-process, merges the suite pass)", bold=True)
-        rc = subprocess.call([sys.executable, "-m", "pytest", *bench_pass, *pytest_args])
-    if rc not in PYTEST_COMPLETE or not out.exists():
-        raise NoReport(f"the benchmark pass ended with pytest exit status {rc}"
-                       + ("" if out.exists() else f" and wrote no report at {out}"))
+        evidence = Path(scratch) / "run.json"
+        _two_passes(common, workers, pytest_args, evidence, [
+            "--laya-report", str(out), "--laya-signing-key", str(key), *figures])
+        if not out.exists():
+            raise NoReport(f"the benchmark pass wrote no report at {out}")
+        _keep_durations(evidence, durations)
+    _verified_summary(out, public, list(artifacts) + ([base] if base else []))
+
+
+def _pytest(args: list[str]) -> int:
+    return subprocess.call([sys.executable, "-m", "pytest", *args])
+
+
+def _two_passes(common: list[str], workers: int, pytest_args: tuple[str, ...], evidence: Path,
+                finish: list[str]) -> None:
+    """The suite pass on xdist workers, then the benchmark pass in-process, which merges
+    the first pass's evidence, writes the run's evidence to ``evidence`` and ``finish``es
+    (a report, or nothing more)."""
+    suite_evidence = evidence.with_name("suite-pass.json")
+    rc = _pytest([*common, "-n", str(workers), "--laya-benchmarks", "exclude",
+                  "--laya-evidence-out", str(suite_evidence), *pytest_args])
+    if rc not in PYTEST_COMPLETE or not suite_evidence.exists():
+        raise NoReport(f"the suite pass ended with pytest exit status {rc}; no report written")
+    click.secho("\nlaya-qual run: benchmark pass (in-process, merges the suite pass)", bold=True, err=True)
+    rc = _pytest([*common, "-n", "0", "--laya-benchmarks", "only", "--laya-evidence-in", str(suite_evidence),
+                  "--laya-evidence-out", str(evidence), *finish, *pytest_args])
+    if rc not in PYTEST_COMPLETE or not evidence.exists():
+        raise NoReport(f"the benchmark pass ended with pytest exit status {rc}; no complete evidence")
+
+
+def _keep_durations(evidence: Path, durations: Path) -> None:
+    from laya_qual.shards import write_durations
+
     try:
-        v = verify_bundle(out, load_public_key(public), list(artifacts) + ([base] if base else []))
+        write_durations(durations, json.loads(evidence.read_text())["records"])
+    except (OSError, ValueError, KeyError) as e:
+        click.secho(f"laya-qual: could not record the durations in {durations}: {e}", fg="yellow", err=True)
+
+
+def _verified_summary(out: Path, public, artifacts: list[str]) -> None:
+    from laya_qual import summary
+
+    try:
+        v = verify_bundle(out, load_public_key(public), artifacts)
     except (SigningError, VerifyError) as e:
         raise NoReport(f"verification failed: {e}") from None
     click.echo("")
     click.echo(summary.text(v.laya, str(out), f"verified with {public} (keyid {v.keyid[:16]})"), nl=False)
     click.echo(f"\nbundle: {out}\nverify: laya-qual verify {out} --public-key {public}")
     sys.exit(RESULT_EXIT[v.laya["predicate"]["result"]])
+
+
+def _run_shard(common: list[str], workers: int, index: int, out: Path, pytest_args: tuple[str, ...]) -> int:
+    """One shard: its part of the suite pass, and on shard 1 the benchmark pass; the
+    shard's evidence goes to ``out`` (nothing is signed until `laya-qual merge`)."""
+    import shutil
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="laya-qual-") as scratch:
+        evidence = Path(scratch) / "shard.json"
+        if index == 1:
+            _two_passes(common, workers, pytest_args, evidence, [])
+        else:
+            rc = _pytest([*common, "-n", str(workers), "--laya-benchmarks", "exclude",
+                          "--laya-evidence-out", str(evidence), *pytest_args])
+            if rc not in PYTEST_COMPLETE or not evidence.exists():
+                raise NoReport(f"the shard's suite pass ended with pytest exit status {rc}; no evidence written")
+        shutil.copyfile(evidence, out)
+    click.echo(f"shard evidence: {out} (unsigned; `laya-qual merge` every shard's evidence into one report)")
+    return 0
+
+
+def _print_plan(common: list[str], workers: int, durations: Path, pytest_args: tuple[str, ...]) -> int:
+    from laya_qual.plan import render
+    from laya_qual.shards import ShardError, read_durations
+
+    with tempfile.TemporaryDirectory(prefix="laya-qual-") as scratch:
+        listing = Path(scratch) / "plan.json"
+        rc = subprocess.call([sys.executable, "-m", "pytest", *common, "-n", "0", "-q", "--laya-plan", str(listing),
+                              *pytest_args], stdout=subprocess.DEVNULL)
+        if rc not in PYTEST_COMPLETE or not listing.exists():
+            raise click.ClickException(f"collecting the selection failed (pytest exit status {rc}); run "
+                                       f"`python -m pytest {' '.join(common)} --collect-only` to see why")
+        try:
+            seconds, _ = read_durations(durations if durations.exists() else None)
+        except ShardError as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(render(json.loads(listing.read_text())["tests"], seconds, workers,
+                          str(durations) if seconds else None), nl=False)
+    return 0
+
+
+@main.command("merge")
+@click.argument("evidence", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--key", metavar="KEY",
+              help=f"PEM private key file or signer URI; default: ${KEY_ENV}, else the dev key {DEV_KEY}")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="bundle path, overwritten")
+@click.option("--durations", type=click.Path(dir_okay=False, path_type=Path),
+              help=f"fold the shards' test durations into this store (default: "
+                   f"<bundle dir>/{DURATIONS_DIR}/{DURATIONS_FILE})")
+def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations: Path | None) -> None:
+    """Merge the evidence of every shard of one run (`laya-qual run --shard K/N`) into one
+    signed report, then verify and summarize it like `laya-qual run`.
+
+    Refused, naming the shard: a shard missing or given twice, a shard of another run
+    (suite or harness digests, seed, options, subjects, selection, durations file or
+    environment profile differ), a test in two shards or in none, a shard that did not
+    finish its tests.
+
+    \b
+    Exit status: as `laya-qual run` (0 PASSED, 1 FAILED, 3 WARNED, 4 no complete
+    verified report: the shards were refused), 2 bad command line."""
+    from laya_qual.assembler import write_report
+    from laya_qual.merge import MergeError, merge
+    from laya_qual.shards import write_durations
+
+    try:
+        records, context, passes = merge(list(evidence))
+    except MergeError as e:
+        raise NoReport(f"merge refused: {e}") from None
+    key = _signing_key(key)
+    try:
+        public = public_key_path(key)
+        signer = load_signer(key)
+    except SigningError as e:
+        raise click.ClickException(str(e)) from None
+    out.unlink(missing_ok=True)
+    write_report(out, signer, records, context, passes)
+    write_durations(durations or default_durations(out.parent), records)
+    _verified_summary(out, public, [])
 
 
 @main.command()
@@ -456,3 +598,28 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
                       timeout=options["timeout"], equivalents=equivalents, tests_dir=tests_dir,
                       output=options["output"], require_rate=options["require_rate"],
                       scope=[p for p in (options["claims"] or "").split(",") if p])
+
+
+@main.command("coverage")
+@click.option("--workers", "-n", default=2, show_default=True, help="xdist workers for the suite run")
+@click.option("--hypothesis-seed", type=int, help="the suite's Hypothesis seed (default: random, recorded)")
+@click.option("--claims", metavar="PATTERN[,...]",
+              help="only these claims' tests: a quick, partial figure that --laya-coverage refuses")
+@click.option("--timeout", type=float, help="seconds the suite run may take (default: 7200)")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="results JSON (default: reports/coverage-<UTC time>.json); the combined coverage data "
+                   "is kept beside it (same name, .coverage)")
+def coverage_cmd(workers: int, hypothesis_seed: int | None, claims: str | None, timeout: float | None,
+                 output: Path | None) -> None:
+    """Run the whole suite (benchmarks excluded) under coverage.py in branch mode, its
+    subprocesses measured too (CLIs, xdist workers, spawned ranks), a context per test;
+    print statements and branches covered per package (runtime laya, plugin laya_qual,
+    suite, synth) and write the results that --laya-coverage / `run --coverage` sign into
+    a report as suite.coverage (docs/coverage.md)."""
+    from laya_qual.coverage_run import CoverageError, main as run_coverage
+
+    try:
+        sys.exit(run_coverage(hypothesis_seed=hypothesis_seed, workers=workers, output=output, timeout=timeout,
+                              scope=[p for p in (claims or "").split(",") if p]))
+    except CoverageError as e:
+        raise click.ClickException(str(e)) from None

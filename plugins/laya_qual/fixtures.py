@@ -3,7 +3,8 @@
 Costly things are session-scoped and cached: synthetic artifacts are written once
 per distinct recipe, loaded models once per directory. ``qualified_artifact`` is
 parametrized over the artifacts under qualification: the embedded synthetic
-default (one per head kind) or, with ``--laya-artifact DIR``, the user's own.
+default (one per head kind) or, with ``--laya-artifact DIR``, the user's own; a test
+whose subject is the base, or a head kind's serving path, runs once per base (and kind).
 """
 
 from __future__ import annotations
@@ -62,18 +63,64 @@ def load_model() -> Callable[[Path], laya.Model]:
     return ModelCache()
 
 
+# How often an artifact-facing test runs (``@pytest.mark.laya_once_per(LEVEL)``): once per
+# artifact (no marker), once per distinct base and head kind, or once per distinct base.
+LEVELS = ("artifact", "base-kind", "base")
+
+
+def once_per(item_or_metafunc) -> str:
+    """The level a test declares with ``laya_once_per`` (default: every artifact)."""
+    definition = getattr(item_or_metafunc, "definition", item_or_metafunc)
+    mark = definition.get_closest_marker("laya_once_per")
+    return mark.args[0] if mark else "artifact"
+
+
+def _group_key(directory: Path, level: str, index: int) -> tuple:
+    """What a ``level`` representative stands for: the sha256 pins of the artifact's base
+    files (from its manifest), and the head kind (from its head.json). An artifact whose
+    manifest or head.json cannot be read is its own group, so the test runs on it and
+    fails there with the loader's own error instead of being hidden behind another."""
+    from laya.artifact import BASE_ROLES
+
+    try:
+        files = {e["role"]: e for e in json.loads((directory / "manifest.json").read_text())["files"]}
+        base = tuple(files[role]["sha256"] for role in BASE_ROLES)
+        if level == "base":
+            return base
+        return base, json.loads((directory / files["head_config"]["path"]).read_text())["kind"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ("unreadable", index)
+
+
+def representatives(config: pytest.Config, level: str) -> list[tuple[tuple[str, str], str]]:
+    """((source, value), test id) of the artifacts a ``level`` test runs on: every artifact
+    under qualification, or the first of each group. Synthetic default: one base, one
+    artifact per head kind."""
+    user = config.getoption("laya_artifact")
+    if user:
+        every = [(("artifact", str(Path(p).resolve())), f"artifact{i}-{Path(p).name}") for i, p in enumerate(user)]
+        keys = [_group_key(Path(value), level, i) for i, ((_, value), _) in enumerate(every)] \
+            if level != "artifact" else list(range(len(every)))
+    else:
+        every = [(("synthetic", kind), f"synthetic-{kind}") for kind in SYNTHETIC_KINDS]
+        keys = {"artifact": SYNTHETIC_KINDS, "base-kind": SYNTHETIC_KINDS, "base": ("base",) * 3}[level]
+    first: dict = {}
+    for key, entry in zip(keys, every):
+        first.setdefault(key, entry)
+    return list(first.values())
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run artifact-facing claims once per artifact under qualification."""
+    """Run artifact-facing claims once per artifact under qualification, or once per base
+    (and head kind) where the test declares that its subject is the base (or the serving
+    path of a head kind) rather than one head's own files and numbers."""
     if "qualified_artifact" not in metafunc.fixturenames:
         return
-    user = metafunc.config.getoption("laya_artifact")
-    if user:
-        params = [("artifact", str(Path(p).resolve())) for p in user]
-        ids = [f"artifact{i}-{Path(p).name}" for i, p in enumerate(user)]
-    else:
-        params = [("synthetic", kind) for kind in SYNTHETIC_KINDS]
-        ids = [f"synthetic-{kind}" for kind in SYNTHETIC_KINDS]
-    metafunc.parametrize("qualified_artifact", params, ids=ids, indirect=True)
+    level = once_per(metafunc)
+    if level not in LEVELS:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: laya_once_per({level!r}): not one of {LEVELS}")
+    chosen = representatives(metafunc.config, level)
+    metafunc.parametrize("qualified_artifact", [p for p, _ in chosen], ids=[i for _, i in chosen], indirect=True)
 
 
 def synthetic_artifact(artifact_factory: ArtifactFactory, kind: str) -> Path:
@@ -93,12 +140,14 @@ def qualified_heads(pytestconfig: pytest.Config, artifact_factory: ArtifactFacto
 
 
 def heads_by_base(heads: list[tuple[str, Path]], base_dir: Path | None) -> list[dict[str, Path]]:
-    """``heads`` grouped by the base they attach to ({adapter id: directory} per base)."""
-    import laya
-
-    by_base: dict[str, dict[str, Path]] = {}
-    for adapter_id, directory in heads:
-        by_base.setdefault(laya.load_artifact_base(directory, base_dir).identity, {})[adapter_id] = directory
+    """``heads`` grouped by the base they attach to ({adapter id: directory} per base): all of
+    them with ``--laya-base``, else by the pins of their base files (read from each
+    manifest, nothing loaded: opening the group on one base then checks every head's pins)."""
+    if base_dir is not None:
+        return [dict(heads)] if heads else []
+    by_base: dict[tuple, dict[str, Path]] = {}
+    for i, (adapter_id, directory) in enumerate(heads):
+        by_base.setdefault(_group_key(Path(directory), "base", i), {})[adapter_id] = directory
     return list(by_base.values())
 
 

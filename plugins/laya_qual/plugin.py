@@ -22,6 +22,7 @@ if missing := missing_harness():  # a runtime-only install: one line, not an Imp
 
 from hypothesis import HealthCheck, Verbosity, settings
 
+from laya_qual import selection
 from laya_qual.claims import CLAIMS
 from laya_qual.evidence import attach_claims
 
@@ -64,6 +65,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--laya-benchmarks", default="include", choices=("include", "exclude", "only"),
                     help="deselect the benchmark tests (exclude) or everything else (only); "
                          "laya-qual run uses this to measure benchmarks in a serial pass")
+    group.addoption("--laya-shard", default=None, metavar="K/N",
+                    help="run only shard K of N: a deterministic part of the selection, balanced by the "
+                         "durations in --laya-durations (benchmarks always on shard 1); merge the shards' "
+                         "evidence with `laya-qual merge`")
+    group.addoption("--laya-durations", default=None, metavar="FILE",
+                    help="recorded per-test durations (laya-qual run keeps them in reports/.laya-qual/) that "
+                         "balance --laya-shard and estimate --laya-plan")
+    group.addoption("--laya-plan", default=None, metavar="FILE",
+                    help="run nothing: write the selection (each test's claims, artifact and level) to FILE")
     parser.addini("laya_artifacts", "default for --laya-artifact (paths relative to the ini file)", type="paths")
     parser.addini("laya_base", "default for --laya-base (relative to the ini file)", type="paths")
     parser.addini("laya_report", "default for --laya-report (relative to the ini file)", type="paths")
@@ -137,6 +147,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "laya_claim(id, ...): ties a test to catalogued laya_qual claim ids; its outcome is evidence for them",
+    )
+    config.addinivalue_line(
+        "markers",
+        "laya_once_per(level): an artifact-facing suite test runs once per `base`, per `base-kind` "
+        "(base and head kind), or (unmarked) per artifact under qualification",
     )
     _ini_defaults(config)
     _choose_seed(config)
@@ -226,8 +241,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Refuse unknown claim ids and claim-less qualification tests at collection time,
     and attach the ids as plain data so xdist workers relay them to the controller.
     tryfirst: pytest-benchmark must not see benchmark tests that --laya-benchmarks
-    deselected (it would warn that xdist disables them)."""
-    _select_benchmarks(config, items)
+    deselected (it would warn that xdist disables them). The selection (and a shard of
+    it) is taken before benchmarks are set apart, so both passes of a run agree on it."""
     problems = []
     suite_items = False
     for item in items:
@@ -245,6 +260,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("laya_qual claim rules broken:\n  " + "\n  ".join(problems))
     if config.getoption("laya_claims", None):
         _select_claims(config, items)
+    selection.record(config, items)
+    _select_benchmarks(config, items)
     if suite_items:
         enter_qualification(config)
 

@@ -1,6 +1,7 @@
 """The command line that reproduces a qualification run: the same selection, artifact
 and device options, suite profile and Hypothesis seed; the output options (report,
-evidence, signing key) are left out, since they change where results go, not what runs."""
+evidence, signing key) are left out, since they change where results go, not what runs,
+and so are the shard options: a shard's evidence replays as the whole run it is part of."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shlex
 import pytest
 
 OUTPUT_OPTIONS = ("--laya-report", "--laya-signing-key", "--laya-evidence-out", "--laya-evidence-in")
+SHARD_OPTIONS = ("--laya-shard", "--laya-durations", "--laya-plan")
 PINNED_OPTIONS = ("--hypothesis-seed", "--laya-profile")  # re-added below with the values in force
 
 
@@ -38,7 +40,7 @@ def reproduce_command(config: pytest.Config, seed: str | None) -> str:
     from laya_qual.provenance import portable_args
     from laya_qual.subjects import package_dir
 
-    args = _without([str(a) for a in config.invocation_params.args], OUTPUT_OPTIONS + PINNED_OPTIONS)
+    args = _without([str(a) for a in config.invocation_params.args], OUTPUT_OPTIONS + SHARD_OPTIONS + PINNED_OPTIONS)
     args = portable_args(args, config.invocation_params.dir, package_dir("laya_qual.suite"))
     prefix = [] if _loads_plugin(args) else ["-p", "laya_qual"]
     pinned = ["--laya-profile", suite_profile(config)]

@@ -11,6 +11,18 @@ from laya_qual import mutant_run
 from laya_qual.mutation import FORMAT
 
 
+def _measured_on_this_code(flag: str, code: dict, runtime: str, harness: dict, command: str) -> None:
+    """A figure measured on other code (runtime or suite/harness digests) is no figure of this run."""
+    import pytest
+
+    if code.get("runtime") != runtime:
+        raise pytest.UsageError(f"{flag}: measured on runtime dirHash {code.get('runtime')}, this run qualifies "
+                                f"{runtime}; rerun {command} on this code")
+    if code.get("harness") != harness:
+        raise pytest.UsageError(f"{flag}: measured with suite/harness {code.get('harness')}, this run uses "
+                                f"{harness}; rerun {command} on this code")
+
+
 def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> tuple[str, dict]:
     """A report's ``suite`` figure from a results file: ``("killRate", ...)`` for a catalogue
     run, ``("mutantSample", ...)`` for a sampled one; refused unless the file was measured
@@ -28,12 +40,7 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> tuple[str, di
                                     "is no suite figure")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise pytest.UsageError(f"--laya-kill-rate {path}: not a laya-qual mutate results file ({e!r})") from None
-    if code.get("runtime") != runtime:
-        raise pytest.UsageError(f"--laya-kill-rate {path}: measured on runtime dirHash {code.get('runtime')}, "
-                                f"this run qualifies {runtime}; rerun laya-qual mutate on this code")
-    if code.get("harness") != harness:
-        raise pytest.UsageError(f"--laya-kill-rate {path}: measured with suite/harness {code.get('harness')}, "
-                                f"this run uses {harness}; rerun laya-qual mutate on this code")
+    _measured_on_this_code(f"--laya-kill-rate {path}", code, runtime, harness, "laya-qual mutate")
     if kind == mutant_run.FORMAT:
         if summary["wronglyEquivalent"]:
             raise pytest.UsageError(f"--laya-kill-rate {path}: the suite kills mutants filed as equivalent "
@@ -65,4 +72,59 @@ def kill_rate_line(predicate: dict) -> list[str]:
         lines.append(f"  mutants   {m['killed']}/{m['total']} sampled mutants killed, {m['confidence']:.0%} lower "
                      f"bound {m['lowerBound']:.1%} ({m['sample']} of {m['population']} drawn with seed "
                      f"{m['sampleSeed']}; {len(m['equivalents'])} equivalent, {len(m['survivors'])} survived)")
+    return lines
+
+
+def traceability_line(predicate: dict) -> list[str]:
+    """The ``laya-qual show`` line for a report's ``suite.traceability`` (none in reports
+    made before it existed)."""
+    from laya_qual.traceability import line
+
+    t = predicate.get("suite", {}).get("traceability")
+    return [f"  traced    {line(t)}"] if t else []
+
+
+def coverage(path: str | Path, *, runtime: str, harness: dict) -> dict:
+    """A report's ``suite.coverage`` from a ``laya-qual coverage`` results file: refused
+    unless measured on this code, whole and finished, with its data file beside it and
+    of the digest the results name."""
+    import pytest
+
+    from laya_qual import coverage_run
+
+    flag = f"--laya-coverage {path}"
+    try:
+        result = json.loads(Path(path).read_text())
+        if result.get("format") != coverage_run.FORMAT:
+            raise KeyError("format")
+        code, packages, digest = result["code"], result["packages"], result["dataDigest"]
+        data = Path(path).parent / result["dataFile"]
+        partial = result["scope"] or not result["complete"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise pytest.UsageError(f"{flag}: not a laya-qual coverage results file ({e!r})") from None
+    if partial:
+        raise pytest.UsageError(f"{flag}: a partial or unfinished run (--claims) is no suite figure")
+    _measured_on_this_code(flag, code, runtime, harness, "laya-qual coverage")
+    if not data.is_file() or coverage_run.sha256(data) != digest:
+        raise pytest.UsageError(f"{flag}: its coverage data {data} is missing or is not the file it names "
+                                f"(sha256 {digest[:16]}...)")
+    return {"packages": {name: {k: figure[k] for k in ("statements", "branches", "inProcessOnly") if k in figure}
+                         for name, figure in packages.items()},
+            "dataDigest": digest, "hypothesisSeed": result["hypothesisSeed"], "coveragePy": result["coveragePy"],
+            "branch": result["branch"], "patch": result["patch"], "benchmarks": result["benchmarks"],
+            "tests": result["contexts"]["tests"], "testsWithSubprocesses": result["contexts"]["testsWithSubprocesses"],
+            "exclusions": [{k: e[k] for k in ("file", "line", "kind", "reason")} for e in result["exclusions"]]}
+
+
+def coverage_line(predicate: dict) -> list[str]:
+    """The ``laya-qual show`` lines for a report's coverage figure (none if it carries none)."""
+    from laya_qual.coverage_run import package_line
+
+    c = predicate.get("suite", {}).get("coverage")
+    if not c:
+        return []
+    lines = [f"  coverage  {package_line(name, figure)}" for name, figure in c["packages"].items()]
+    lines.append(f"            branch mode, subprocesses measured; {c['tests']} tests "
+                 f"({c['testsWithSubprocesses']} with subprocesses), {len(c['exclusions'])} exclusions with reasons; "
+                 f"data sha256:{c['dataDigest'][:16]}")
     return lines

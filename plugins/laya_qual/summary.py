@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from laya_qual.claims import Claim
-from laya_qual.suite_figures import kill_rate_line
+from laya_qual.suite_figures import coverage_line, kill_rate_line, traceability_line
 from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
 
 _ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
@@ -91,6 +91,8 @@ def text(laya: dict, path: str, signature: str) -> str:
         lines.insert(3, f"  WARNING   {DEV_KEY_NOTE}")
     lines += [f"  subject   {s['name']}  {_digests(s)}" for s in laya["subject"]]
     lines += kill_rate_line(p)
+    lines += coverage_line(p)
+    lines += traceability_line(p)
     lines += ["", f"  {'CLAIM':<{width}}  {'VERDICT':<13}  EVIDENCE"]
     lines += [f"  {c['id']:<{width}}  {c['verdict']:<13}  {evidence_line(c)}" for c in claims]
     if p["benchmarks"]:
@@ -141,6 +143,10 @@ def markdown(laya: dict, bundle_name: str, signature: str) -> str:
                 f"{sampled['lowerBound']:.1%} (docs/mutation.md)."]
         out += [f"- Survived: `{key}`" for key in sampled["survivors"]]
         out += [f"- Equivalent: `{key}`: {reason}" for key, reason in sampled["equivalents"].items()]
+    if p.get("suite", {}).get("coverage"):
+        out += ["", "### Coverage of the code by the suite", "", "```", *coverage_line(p), "```"]
+    if p.get("suite", {}).get("traceability"):
+        out += ["", "### Documented fields and rules held by tests", "", "```", *traceability_line(p), "```"]
     if p["benchmarks"]:
         out += ["", "### Benchmarks", "", "| Benchmark | Median | Rounds | Extra |", "|---|---|---|---|"]
         out += [f"| `{t}` | {m} | {r} | {_cell(e)} |" for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
@@ -176,6 +182,9 @@ def claims_markdown(catalogue: Mapping[str, Claim]) -> str:
     out += ["## Shipped but not a claim", "", "| Behaviour | Why it is not a suite claim |", "|---|---|"]
     out += [f"| {what} | {_cell(why)} |" for what, why in OUT_OF_SCOPE]
     out.append("")
+    from laya_qual.traceability import matrix_markdown
+
+    out += matrix_markdown()
     return "\n".join(out)
 
 

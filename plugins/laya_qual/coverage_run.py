@@ -1,0 +1,339 @@
+"""Branch coverage of the runtime and the harness by the qualification suite, subprocesses
+included (``laya-qual coverage``).
+
+The suite runs once, whole (``pytest -p laya_qual --laya-qualify``, benchmarks
+excluded), on an isolated copy of the installed packages exactly as a mutation run's
+baseline does (``laya_qual.mutation``: the copy first on ``PYTHONPATH``, checked to
+shadow the install), under coverage.py in branch mode through pytest-cov with one
+context per test (``<node id>|setup``, ``|run``, ``|teardown``). coverage.py's
+``[run] patch = subprocess`` measures every Python process the run starts: the xdist
+workers, the ``laya`` and ``laya-qual`` command lines the tests run, the ranks a
+process group spawns, pytest runs in a subprocess. ``patch = _exit`` saves the data of
+a process that ends through ``os._exit``. A small pytest plugin (``CONTEXT_MODULE``,
+written into the copy) labels what a subprocess executes with the test that started
+it (``<node id>|subprocess``), so a figure per test, hence per claim, can be derived
+from the data. The data files are combined, their paths made relative to the
+installed layout (``laya/...``, ``laya_qual/...``, ``laya_qual/suite/...``), and kept
+next to the results, whose JSON names its sha256.
+
+Exclusions are made in place, each with its reason: a line carrying coverage.py's
+no-cover pragma followed by a dash and a reason (``# pragma`` ``: no cover — why``) is
+excluded (a whole block when the line opens one); the same pragma without a reason is
+not excluded, and ``laya-qual coverage`` refuses to run until it has one. The
+results list every exclusion (file, line, reason).
+
+The results carry the runtime and harness digests they were measured on; the report
+option ``--laya-coverage FILE`` signs them as ``suite.coverage`` only for that very code
+(``laya_qual.suite_figures``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from laya_qual.mutation import (LAYOUT, MutationError, build_root, check_shadowing, code_digests, installed_layout,
+                                run_suite)
+from laya_qual.subjects import file_sha256
+
+FORMAT = "laya-qual-coverage-v1"
+PATCHES = ("subprocess", "_exit")
+# The pytest plugin that labels subprocess data with the test that started the subprocess.
+CONTEXT_MODULE = "laya_qual_cov_contexts"
+SUBPROCESS = "subprocess"
+_PRAGMA = "pragma"  # spelled apart so that this module's own lines never read as a pragma
+# Any no-cover / no-branch pragma, reason or not (what the checker looks for).
+ANY_PRAGMA = re.compile(r"#\s*" + _PRAGMA + r"\s*:?\s*no\s*(cover|branch)\b(.*)$", re.IGNORECASE)
+# The forms coverage.py honours: the pragma, a dash (em dash, en dash or hyphens), a reason.
+# ("[#]", not "#": in the rc file a line starting with "#" is a comment.)
+EXCLUDE_LINE = r"[#]\s*" + _PRAGMA + r":\s*no cover\s*[—–-]+\s*\S"
+PARTIAL_BRANCH = r"[#]\s*" + _PRAGMA + r":\s*no branch\s*[—–-]+\s*\S"
+_REASON = re.compile(r"^\s*[—–-]+\s*(\S.*?)\s*$")
+
+CONTEXT_PLUGIN = '''"""Loaded by laya-qual coverage runs (-p): before each test, the coverage configuration a
+subprocess inherits (coverage.py's patch = subprocess) is given the static context
+"<node id>|subprocess", so what a subprocess executes is labelled with the test that ran it."""
+import base64
+import json
+import os
+
+import pytest
+
+_VAR = "COVERAGE_PROCESS_CONFIG"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    data = os.environ.get(_VAR)
+    if data:
+        config = json.loads(base64.b64decode(data.encode()).decode())
+        config["context"] = item.nodeid + "|subprocess"
+        os.environ[_VAR] = base64.b64encode(json.dumps(config).encode()).decode()
+'''
+
+
+class CoverageError(Exception):
+    """The run cannot give a meaningful coverage figure (names what and why)."""
+
+
+# --- exclusions --------------------------------------------------------------------------
+
+def exclusions(files: Iterable[tuple[str, str]]) -> tuple[list[dict], list[str]]:
+    """``(exclusions, unexplained)`` over ``(relative path, text)`` pairs: each pragma with
+    its reason as ``{file, line, kind, reason}`` (a reason goes on over the comment-only
+    lines right below it), and ``file:line`` of each pragma lacking one (which coverage.py
+    does not honour, see ``EXCLUDE_LINE``)."""
+    found, unexplained = [], []
+    for rel, text in files:
+        lines = text.splitlines()
+        for number, line in enumerate(lines, 1):
+            match = ANY_PRAGMA.search(line)
+            if not match:
+                continue
+            kind, rest = match.group(1).lower(), match.group(2)
+            reason = _REASON.match(rest)
+            strict = EXCLUDE_LINE if kind == "cover" else PARTIAL_BRANCH
+            if not (reason and re.search(strict, line)):
+                unexplained.append(f"{rel}:{number}")
+                continue
+            words = [reason.group(1)]
+            for below in lines[number:]:
+                if not below.lstrip().startswith("#") or ANY_PRAGMA.search(below):
+                    break
+                words.append(below.lstrip().lstrip("#").strip())
+            found.append({"file": rel, "line": number, "kind": f"no {kind}", "reason": " ".join(filter(None, words))})
+    return found, unexplained
+
+
+def package_files(root: Path) -> list[tuple[str, str]]:
+    """Every ``*.py`` file of the measured packages under an import root, as (relative path, text)."""
+    return [(p.relative_to(root).as_posix(), p.read_text(encoding="utf-8"))
+            for name in ("laya", "laya_qual") for p in sorted((root / name).rglob("*.py"))
+            if "__pycache__" not in p.parts]
+
+
+def package_of(rel: str) -> str | None:
+    """The import package a relative path belongs to (the longest layout prefix)."""
+    for name in sorted(LAYOUT, key=lambda n: -len(LAYOUT[n])):
+        if rel.startswith(LAYOUT[name] + "/"):
+            return name
+    return None
+
+
+# --- the run ------------------------------------------------------------------------------
+
+def rcfile(data_file: Path, root: Path) -> str:
+    return "\n".join([
+        "[run]", "branch = True", "parallel = True", f"data_file = {data_file}",
+        f"source =\n    {root / 'laya'}\n    {root / 'laya_qual'}", "patch =\n    " + "\n    ".join(PATCHES),
+        "[report]", f"exclude_lines =\n    {EXCLUDE_LINE}", f"partial_branches =\n    {PARTIAL_BRANCH}", ""])
+
+
+def pytest_args(rc: Path) -> list[str]:
+    """What a pytest run needs to be measured this way: pytest-cov with a context per test
+    (configuration from ``rc``, see ``rcfile``) and subprocesses labelled by ``CONTEXT_MODULE``,
+    which must be importable (it is written into the import root)."""
+    return ["-p", CONTEXT_MODULE, "--cov", f"--cov-config={rc}", "--cov-branch", "--cov-context=test",
+            "--cov-report="]
+
+
+def combine(rc: Path, data_dir: Path, data_file: Path) -> None:
+    """Every data file the run left (controller, workers, subprocesses) into ``data_file``."""
+    from coverage import Coverage
+
+    leftovers = sorted(p for p in data_dir.iterdir() if p.name == data_file.name
+                       or p.name.startswith(data_file.name + "."))
+    if not leftovers:
+        raise CoverageError(f"the run left no coverage data in {data_dir}")
+    pieces = data_dir / "pieces"
+    pieces.mkdir()
+    for p in leftovers:  # the un-suffixed file too (pytest-cov may have combined into it)
+        p.rename(pieces / f"{data_file.name}.{p.name.removeprefix(data_file.name).lstrip('.') or 'main'}")
+    cov = Coverage(config_file=str(rc), data_file=str(data_file))
+    cov.combine([str(pieces)], keep=False, strict=True)
+    cov.save()
+
+
+def relocate(data_file: Path, root: Path, dest: Path) -> None:
+    """A copy of the combined data whose paths are relative to the import root (``laya/x.py``)."""
+    from coverage import CoverageData
+
+    resolved = str(root.resolve()) + "/"
+    source = CoverageData(basename=str(data_file))
+    source.read()
+    dest.unlink(missing_ok=True)
+    out = CoverageData(basename=str(dest))
+    out.update(source, map_path=lambda p: p[len(resolved):] if p.startswith(resolved) else p)
+    out.write()
+
+
+# Data of every context but the subprocess ones: what the pytest processes themselves
+# executed (controller and xdist workers, at import time included).
+IN_PROCESS = r"^(?!.*\|subprocess$)"
+
+
+def _json_report(rc: Path, data_file: Path, contexts: list[str] | None = None) -> dict:
+    from coverage import Coverage
+
+    cov = Coverage(config_file=str(rc), data_file=str(data_file))
+    cov.load()
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "coverage.json"
+        cov.json_report(outfile=str(out), ignore_errors=True, contexts=contexts)
+        return json.loads(out.read_text())["files"]
+
+
+def _by_package(report: dict, root: Path) -> dict[str, tuple[str, dict]]:
+    """``{relative path: (package, summary)}`` for the files of the measured packages."""
+    resolved, out = root.resolve(), {}
+    for path, entry in report.items():
+        full = Path(path) if Path(path).is_absolute() else Path.cwd() / path
+        rel = full.resolve().relative_to(resolved).as_posix()
+        if package_of(rel) is not None:
+            out[rel] = (package_of(rel), entry)
+    return out
+
+
+def _add(total: dict, summary: dict) -> None:
+    for key, covered, count in (("statements", "covered_lines", "num_statements"),
+                                ("branches", "covered_branches", "num_branches")):
+        figure = total.setdefault(key, {"covered": 0, "total": 0})
+        figure["covered"] += summary[covered]
+        figure["total"] += summary[count]
+
+
+def figures(rc: Path, data_file: Path, root: Path) -> tuple[dict, dict]:
+    """``(packages, files)``: statements and branches covered/total per package (and
+    ``inProcessOnly``, the same without what subprocesses executed), and per file the
+    same with its missed lines and branches (coverage.py's JSON report)."""
+    packages: dict[str, dict] = {}
+    files: dict[str, dict] = {}
+    for rel, (package, entry) in sorted(_by_package(_json_report(rc, data_file), root).items()):
+        s = entry["summary"]
+        files[rel] = {"statements": [s["covered_lines"], s["num_statements"]],
+                      "branches": [s["covered_branches"], s["num_branches"]],
+                      "missingLines": entry["missing_lines"], "missingBranches": entry["missing_branches"]}
+        total = packages.setdefault(package, {"files": 0})
+        total["files"] += 1
+        _add(total, s)
+    for rel, (package, entry) in _by_package(_json_report(rc, data_file, [IN_PROCESS]), root).items():
+        _add(packages[package].setdefault("inProcessOnly", {}), entry["summary"])
+    return dict(sorted(packages.items())), files
+
+
+def contexts(data_file: Path) -> dict:
+    """How many tests the data labels, and how many of them started a measured subprocess."""
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(data_file))
+    data.read()
+    names = data.measured_contexts()
+    tests = {c.rpartition("|")[0] for c in names if c}
+    started = {c.rpartition("|")[0] for c in names if c.endswith("|" + SUBPROCESS)}
+    return {"tests": len(tests), "testsWithSubprocesses": len(started)}
+
+
+sha256 = file_sha256  # of the coverage data file the results name
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def measure(*, hypothesis_seed: int, workers: int, output: Path, scope: Sequence[str] = (),
+            timeout: float = 7200, progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Run the suite under coverage, combine, write the results and the data; return the results."""
+    import coverage
+
+    started, t0 = _now(), time.monotonic()
+    layout = installed_layout()
+    digests = code_digests(layout)
+    tmp = Path(tempfile.mkdtemp(prefix="laya-coverage-"))
+    try:
+        root = build_root(tmp / "root", layout)
+        if code_digests(layout) != digests:
+            raise CoverageError("the installed packages changed while they were being copied")
+        found, unexplained = exclusions(package_files(root))
+        if unexplained:
+            raise CoverageError("no-cover pragmas without a reason (write one after a dash): "
+                                + ", ".join(unexplained))
+        (root / f"{CONTEXT_MODULE}.py").write_text(CONTEXT_PLUGIN)
+        check_shadowing(root)
+        data_dir = tmp / "data"
+        data_dir.mkdir()
+        data_file, rc = data_dir / ".coverage", tmp / "coveragerc"
+        rc.write_text(rcfile(data_file, root))
+        progress(f"suite under coverage (branches, subprocesses, a context per test), -n {workers}, "
+                 f"hypothesis seed {hypothesis_seed}; copy under {tmp}")
+        r = run_suite(root, seed=hypothesis_seed, workers=workers, timeout=timeout, exitfirst=False, claims=scope,
+                      extra=["--laya-benchmarks", "exclude", *pytest_args(rc)])
+        if r.outcome != "passed":
+            tail = r.output.strip()[-2000:]
+            raise CoverageError(f"the suite is not green under coverage ({r.outcome}: {r.first_failure}); "
+                                f"no figure\n{tail}")
+        progress(f"suite green in {r.seconds:.0f}s; combining the data files")
+        combine(rc, data_dir, data_file)
+        packages, files = figures(rc, data_file, root)
+        kept = output.with_suffix(".coverage")
+        relocate(data_file, root, kept)
+        result = {"format": FORMAT, "code": digests, "hypothesisSeed": hypothesis_seed, "maxWorkers": workers,
+                  "scope": list(scope), "complete": True, "startedOn": started, "finishedOn": _now(),
+                  "suiteSeconds": round(r.seconds, 1), "wallSeconds": round(time.monotonic() - t0, 1),
+                  "coveragePy": coverage.__version__, "branch": True, "patch": list(PATCHES),
+                  "benchmarks": "excluded", "contexts": contexts(kept),
+                  "dataFile": kept.name, "dataDigest": sha256(kept),
+                  "packages": packages, "exclusions": found, "files": files}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    output.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def percent(covered: int, total: int) -> str:
+    return f"{covered / total:.1%}" if total else "n/a"
+
+
+def package_line(name: str, figure: dict) -> str:
+    s, b = figure["statements"], figure["branches"]
+    line = (f"{name}: statements {s['covered']}/{s['total']} ({percent(s['covered'], s['total'])}), "
+            f"branches {b['covered']}/{b['total']} ({percent(b['covered'], b['total'])})")
+    if "inProcessOnly" in figure:
+        s, b = figure["inProcessOnly"]["statements"], figure["inProcessOnly"]["branches"]
+        line += (f"; without subprocesses {percent(s['covered'], s['total'])} / "
+                 f"{percent(b['covered'], b['total'])}")
+    return line
+
+
+def main(*, hypothesis_seed: int | None, workers: int, output: Path | None, scope: Sequence[str] = (),
+         timeout: float | None = None) -> int:
+    """``laya-qual coverage``: measure, write, print the figures and the most-missed runtime files."""
+    import secrets
+
+    seed = secrets.randbelow(2**31) if hypothesis_seed is None else hypothesis_seed
+    output = output or Path("reports") / f"coverage-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        result = measure(hypothesis_seed=seed, workers=workers, output=output, scope=scope,
+                         timeout=timeout or 7200, progress=lambda m: print(
+                             f"[laya-qual coverage {datetime.now():%H:%M:%S}] {m}", file=sys.stderr, flush=True))
+    except MutationError as e:
+        raise CoverageError(str(e)) from None
+    for name, figure in result["packages"].items():
+        print(package_line(name, figure))
+    runtime = [(f, v) for f, v in result["files"].items() if package_of(f) == "laya"]
+    worst = sorted(runtime, key=lambda fv: (fv[1]["branches"][0] - fv[1]["branches"][1], fv[0]))[:8]
+    for f, v in worst:
+        if v["branches"][1] > v["branches"][0]:
+            print(f"  {f}: {v['branches'][1] - v['branches'][0]} branches missed")
+    print(f"{len(result['exclusions'])} exclusions; {result['contexts']['tests']} tests, "
+          f"{result['contexts']['testsWithSubprocesses']} of them with measured subprocesses; "
+          f"suite {result['suiteSeconds']:.0f}s, {result['wallSeconds']:.0f}s in all")
+    print(f"results: {output}\ndata:    {output.with_suffix('.coverage')} (sha256 {result['dataDigest'][:16]})")
+    return 0

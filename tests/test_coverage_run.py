@@ -1,0 +1,236 @@
+"""laya-qual coverage (laya_qual.coverage_run) and the suite.coverage figure it signs
+into a report (laya_qual.suite_figures.coverage): the parts that can be checked without
+a whole-suite run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from laya_qual import coverage_run
+from laya_qual.coverage_run import (CONTEXT_MODULE, CONTEXT_PLUGIN, combine, contexts, exclusions, figures,
+                                    pytest_args, rcfile, relocate)
+from laya_qual.mutation import code_digests
+from laya_qual.suite_figures import coverage
+
+PRAGMA = "# pragma" ": no cover"  # spelled apart: this file is no measured package, but stay safe
+BRANCH = "# pragma" ": no branch"
+
+
+def top_level_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_XDIST_", "COVERAGE_PROCESS_", "PYTEST_ADDOPTS"))}
+    return env | extra
+
+
+def test_a_pragma_needs_a_written_reason():
+    text = "\n".join([
+        f"x = 1  {PRAGMA} — the em dash form",
+        f"y = 2  {PRAGMA} - a hyphen works too",
+        f"if z:  {BRANCH} -- always true here",
+        f"w = 3  {PRAGMA}",
+        f"v = 4  {PRAGMA} —   ",
+        f"u = 5  {PRAGMA}: a colon is no dash",
+        "#pragma:no cover",
+        "t = 'pragma: no mutate'  # another tool's pragma is none of ours",
+        f"s = 6  {PRAGMA} — a reason that",
+        "    # goes on below",
+        "r = 7  # not a comment-only line: no part of it",
+    ])
+    found, unexplained = exclusions([("laya/x.py", text)])
+    assert found == [
+        {"file": "laya/x.py", "line": 1, "kind": "no cover", "reason": "the em dash form"},
+        {"file": "laya/x.py", "line": 2, "kind": "no cover", "reason": "a hyphen works too"},
+        {"file": "laya/x.py", "line": 3, "kind": "no branch", "reason": "always true here"},
+        {"file": "laya/x.py", "line": 9, "kind": "no cover", "reason": "a reason that goes on below"}]
+    assert unexplained == ["laya/x.py:4", "laya/x.py:5", "laya/x.py:6", "laya/x.py:7"]
+
+
+def test_the_measured_packages_carry_no_unexplained_pragma():
+    from laya_qual.mutation import LAYOUT, installed_layout
+
+    layout = installed_layout()
+    files = [(f"{LAYOUT[name]}/{p.relative_to(layout[name]).as_posix()}", p.read_text(encoding="utf-8"))
+             for name in layout for p in sorted(layout[name].rglob("*.py")) if "__pycache__" not in p.parts]
+    assert exclusions(files)[1] == []
+
+
+MODULE = f'''
+def f(x):
+    if x > 0:
+        return "positive"
+    return "not positive"
+
+
+def only_in_a_subprocess(x):
+    if x:
+        return 1
+    return 0  {PRAGMA} — the subprocess always passes a true x
+
+
+def never():  {PRAGMA}
+    return 2
+'''
+
+TESTS = '''
+import subprocess
+import sys
+
+import laya.m
+
+
+def test_in_process():
+    assert laya.m.f(1) == "positive"
+
+
+def test_in_a_subprocess():
+    out = subprocess.run([sys.executable, "-c", "import laya.m; print(laya.m.only_in_a_subprocess(1))"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
+'''
+
+
+def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
+    """A throwaway layout (laya/, laya_qual/) measured the way laya-qual coverage measures
+    the suite: what only a subprocess executes is counted, under the test that started it;
+    a reasoned pragma excludes its line, a bare one does not."""
+    root = tmp_path / "root"
+    (root / "laya").mkdir(parents=True)
+    (root / "laya_qual").mkdir()
+    (root / "laya" / "__init__.py").write_text("")
+    (root / "laya" / "m.py").write_text(MODULE)
+    (root / "laya_qual" / "__init__.py").write_text("")
+    (root / "test_t.py").write_text(TESTS)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / f"{CONTEXT_MODULE}.py").write_text(CONTEXT_PLUGIN)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    data_file, rc = data_dir / ".coverage", tmp_path / "coveragerc"
+    rc.write_text(rcfile(data_file, root))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_t.py",
+                           *pytest_args(rc)], cwd=root, capture_output=True, text=True,
+                          env=top_level_env(PYTHONPATH=str(root)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    combine(rc, data_dir, data_file)
+    packages, files = figures(rc, data_file, root)
+    m = files["laya/m.py"]
+    lines = MODULE.splitlines()
+    subprocess_only = next(i for i, line in enumerate(lines, 1) if "return 1" in line)
+    assert subprocess_only not in m["missingLines"]
+    assert next(i for i, line in enumerate(lines, 1) if "return 0" in line) not in m["missingLines"]  # excluded
+    assert next(i for i, line in enumerate(lines, 1) if "return 2" in line) in m["missingLines"]  # bare pragma
+    assert m["missingBranches"] == [[3, 5]]  # f(x) never saw x <= 0; the excluded arm is no branch
+    assert packages["laya"]["branches"] == {"covered": 1, "total": 2}  # the excluded arm leaves no branch
+    assert packages["laya"]["statements"]["covered"] - packages["laya"]["inProcessOnly"]["statements"]["covered"] == 2
+    kept = tmp_path / "kept.coverage"
+    relocate(data_file, root, kept)
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(kept))
+    data.read()
+    assert "laya/m.py" in data.measured_files()
+    assert data.contexts_by_lineno("laya/m.py")[subprocess_only] == ["test_t.py::test_in_a_subprocess|subprocess"]
+    assert contexts(kept) == {"tests": 2, "testsWithSubprocesses": 1}
+
+
+def _results(tmp_path: Path, **changes) -> Path:
+    """A finished laya-qual coverage results file and its data file beside it."""
+    (tmp_path / "c.coverage").write_bytes(b"coverage data stand-in")
+    result = {"format": coverage_run.FORMAT, "code": code_digests(), "hypothesisSeed": 7, "maxWorkers": 2,
+              "scope": [], "complete": True, "coveragePy": "7.17.5", "branch": True, "patch": ["subprocess", "_exit"],
+              "benchmarks": "excluded", "contexts": {"tests": 500, "testsWithSubprocesses": 12},
+              "dataFile": "c.coverage", "dataDigest": coverage_run.sha256(tmp_path / "c.coverage"),
+              "packages": {"laya": {"files": 40, "statements": {"covered": 900, "total": 1000},
+                                    "branches": {"covered": 300, "total": 400},
+                                    "inProcessOnly": {"statements": {"covered": 800, "total": 1000},
+                                                      "branches": {"covered": 250, "total": 400}}},
+                           "laya_qual": {"files": 20, "statements": {"covered": 80, "total": 100},
+                                         "branches": {"covered": 30, "total": 50}}},
+              "exclusions": [{"file": "laya/a.py", "line": 3, "kind": "no cover", "reason": "defensive"}],
+              "files": {}}
+    result.update(changes)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_coverage_is_refused_unless_measured_on_this_code_whole(tmp_path):
+    digests = code_digests()
+    mine = {"runtime": digests["runtime"], "harness": digests["harness"]}
+    figure = coverage(_results(tmp_path), **mine)
+    assert figure["packages"]["laya"]["branches"] == {"covered": 300, "total": 400}
+    assert figure["exclusions"][0]["reason"] == "defensive" and figure["testsWithSubprocesses"] == 12
+    with pytest.raises(pytest.UsageError, match="measured on runtime dirHash 0+, .*rerun laya-qual coverage"):
+        coverage(_results(tmp_path, code={**digests, "runtime": "0" * 64}), **mine)
+    with pytest.raises(pytest.UsageError, match="suite/harness"):
+        coverage(_results(tmp_path), runtime=digests["runtime"], harness={**digests["harness"], "laya_qual": "x"})
+    for partial in ({"scope": ["request.validation"]}, {"complete": False}):
+        with pytest.raises(pytest.UsageError, match="partial or unfinished run"):
+            coverage(_results(tmp_path, **partial), **mine)
+    with pytest.raises(pytest.UsageError, match="is missing or is not the file it names"):
+        coverage(_results(tmp_path, dataDigest="0" * 64), **mine)
+    path = _results(tmp_path)
+    (tmp_path / "c.coverage").unlink()
+    with pytest.raises(pytest.UsageError, match="is missing or is not the file it names"):
+        coverage(path, **mine)
+    with pytest.raises(pytest.UsageError, match="not a laya-qual coverage results file"):
+        coverage(_results(tmp_path, format="laya-qual-mutation-v1"), **mine)
+
+
+MINI = """
+import pytest
+
+@pytest.mark.laya_claim("report.verdicts")
+def test_verdicts():
+    pass
+"""
+
+
+def test_report_carries_the_coverage_and_show_prints_it(tmp_path):
+    from click.testing import CliRunner
+
+    from laya_qual.cli import main
+
+    (tmp_path / "test_mini.py").write_text(MINI)
+    assert CliRunner().invoke(main, ["keygen", str(tmp_path / "key")]).exit_code == 0
+    bundle = tmp_path / "r.intoto.jsonl"
+    base = [sys.executable, "-m", "pytest", "-p", "laya_qual", "-q", "test_mini.py", "-n", "0",
+            "--laya-claims", "report", "--laya-coverage", str(_results(tmp_path))]
+    refused = subprocess.run(base, cwd=tmp_path, capture_output=True, text=True, env=top_level_env())
+    assert refused.returncode == 4 and "--laya-coverage goes into a signed report" in refused.stderr
+    proc = subprocess.run([*base, "--laya-report", bundle, "--laya-signing-key", tmp_path / "key"],
+                          cwd=tmp_path, capture_output=True, text=True, env=top_level_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    shown = CliRunner().invoke(main, ["show", str(bundle), "--public-key", str(tmp_path / "key.pub")])
+    assert shown.exit_code == 0, shown.output
+    assert ("coverage  laya: statements 900/1000 (90.0%), branches 300/400 (75.0%); without subprocesses "
+            "80.0% / 62.5%") in shown.output
+    assert "coverage  laya_qual: statements 80/100 (80.0%), branches 30/50 (60.0%)" in shown.output
+    assert "500 tests (12 with subprocesses), 1 exclusions with reasons" in shown.output
+
+
+def test_a_partial_run_end_to_end(tmp_path):
+    """laya-qual coverage --claims request.validation -n 0 on an isolated copy: the results
+    name this code and the kept data file by sha256; the figure is partial, so a report
+    refuses it (about 15 s)."""
+    out = tmp_path / "c.json"
+    measured = code_digests()
+    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", "-n", "0",
+                           "--hypothesis-seed", "0", "--claims", "request.validation", "--output", str(out)],
+                          capture_output=True, text=True, env=top_level_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["code"] == measured and result["scope"] == ["request.validation"]
+    assert result["dataDigest"] == coverage_run.sha256(tmp_path / "c.coverage")
+    laya = result["packages"]["laya"]
+    assert 0 < laya["branches"]["covered"] < laya["branches"]["total"]
+    assert result["files"]["laya/request.py"]["statements"][0] > 0
+    assert {e["file"] for e in result["exclusions"]} >= {"laya/atomic.py", "laya/artifact.py"}
+    assert "laya: statements" in proc.stdout and f"results: {out}" in proc.stdout
+    with pytest.raises(pytest.UsageError, match="partial or unfinished run"):
+        coverage(out, runtime=result["code"]["runtime"], harness=result["code"]["harness"])

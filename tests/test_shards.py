@@ -1,0 +1,188 @@
+"""A run split over N shards (`--laya-shard K/N`, one per CI runner) and merged by
+`laya-qual merge` gives the claims and verdicts of the same run unsharded; shards that
+are not one whole run are refused by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+
+import hypothesis.core
+import pytest
+import torch  # noqa: F401  in-process report runs import torch; pytester would unload and re-import it
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from laya_qual.cli import main as laya_qual
+from laya_qual.merge import MergeError, merge
+from laya_qual.shards import ShardError, assign, parse_shard, read_durations, write_durations
+from laya_qual.signing import keygen
+
+pytest_plugins = ("pytester",)
+
+# Eight claimed tests of uneven cost, one a Hypothesis property, one failing on purpose.
+PROJECT = """
+import time
+import pytest
+from hypothesis import given, settings, strategies as st
+
+@pytest.mark.laya_claim("report.verdicts")
+@pytest.mark.parametrize("n", range(5))
+def test_param(n):
+    time.sleep(0.01 * n)
+
+@pytest.mark.laya_claim("report.signature")
+@settings(database=None, max_examples=5)
+@given(st.integers())
+def test_property(x):
+    pass
+
+@pytest.mark.laya_claim("report.subjects")
+def test_failing():
+    assert False
+
+@pytest.mark.laya_claim("report.subjects")
+def test_plain():
+    open("seen", "w").close()
+"""
+SEED = ("--hypothesis-seed", "5")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for var in [v for v in os.environ if v.startswith("PYTEST_XDIST_")] + ["LAYA_QUAL_SIGNING_KEY"]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(hypothesis.core, "global_force_seed", hypothesis.core.global_force_seed)
+    pytester.makepyfile(test_project=PROJECT)
+    return pytester
+
+
+def shard(project: pytest.Pytester, k: int, n: int, *extra: str) -> str:
+    out = str(project.path / f"shard-{k}-of-{n}{'-'.join(('', *extra))}.json")
+    project.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-shard", f"{k}/{n}", "--laya-evidence-out", out,
+                                *extra)
+    return out
+
+
+def claims_of(bundle) -> dict:
+    from laya_qual.verify import read_statements
+
+    [laya] = [s for s, _ in read_statements(bundle) if "qualification" in s["predicateType"]]
+    return {c["id"]: (c["verdict"], sorted((e["test"], e["outcome"]) for e in c["evidence"]))
+            for c in laya["predicate"]["claims"]}
+
+
+@given(tests=st.lists(st.text("abc:/", min_size=1, max_size=6), unique=True, max_size=30),
+       times=st.lists(st.floats(0, 100), max_size=30), count=st.integers(1, 6))
+def test_every_test_lands_on_exactly_one_shard_and_the_load_is_balanced(tests, times, count):
+    durations = dict(zip(tests, times))
+    pinned = {tests[0]: 1} if tests else {}
+    assigned = assign(tests, durations, count, pinned=pinned)
+    assert sorted(assigned) == sorted(tests) and set(assigned.values()) <= set(range(1, count + 1))
+    assert assign(list(reversed(tests)), dict(durations), count, pinned=pinned) == assigned  # order-free
+    if tests:
+        assert assigned[tests[0]] == 1
+    # greedy longest-first: no shard exceeds the least loaded by more than its longest test
+    known = [durations[t] for t in tests if t in durations]
+    fallback = statistics.median(known) if known else 1.0  # a test never timed counts as the median
+    seconds = {t: durations.get(t, fallback) for t in tests}
+    load = [sum(seconds[t] for t, k in assigned.items() if k == i + 1 and t not in pinned) for i in range(count)]
+    longest = max(seconds.values(), default=0.0)
+    pinned_load = sum(seconds[t] for t in pinned)
+    assert max(load) - min(load) <= longest + pinned_load + 1e-6
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "3", "a/b", "1/0", "-1/2", ""])
+def test_a_malformed_shard_is_refused(text):
+    with pytest.raises(ShardError, match="K/N"):
+        parse_shard(text)
+
+
+def test_durations_store_round_trips_and_refuses_garbage(tmp_path):
+    store = tmp_path / ".laya-qual" / "durations.json"
+    write_durations(store, [{"test": "a", "duration": 1.5}, {"test": "b", "duration": 0.25}])
+    write_durations(store, [{"test": "b", "duration": 2.0}])
+    seconds, digest = read_durations(store)
+    assert seconds == {"a": 1.5, "b": 2.0} and len(digest) == 64
+    store.write_text('{"format": "something else"}')
+    with pytest.raises(ShardError, match="durations.json"):
+        read_durations(store)
+
+
+def test_three_shards_merge_into_the_unsharded_report(project):
+    key = project.path / "signing-key"  # inside the project: a path argument elsewhere would move pytest's rootdir
+    keygen(key)
+    whole = project.path / "whole.intoto.jsonl"
+    project.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-report", str(whole), "--laya-signing-key", str(key))
+    shards = [shard(project, k, 3) for k in (1, 2, 3)]
+    ran = [{r["test"] for r in json.loads(open(s).read())["records"]} for s in shards]
+    assert all(ran) and sum(map(len, ran)) == len(set().union(*ran)) == 8  # split, each test once
+    merged = project.path / "merged.intoto.jsonl"
+    result = CliRunner().invoke(laya_qual, ["merge", *shards, "--key", str(key), "--out", str(merged)])
+    assert result.exit_code == 1, result.output  # the project's failing test makes both reports FAILED
+    assert claims_of(merged) == claims_of(whole)
+
+
+def test_incomplete_or_foreign_shards_are_refused_by_name(project):
+    one, two, three = (shard(project, k, 3) for k in (1, 2, 3))
+    with pytest.raises(MergeError, match=r"shard 2/3 missing"):
+        merge([one, three])
+    with pytest.raises(MergeError, match=r"shard 1/3 given twice"):
+        merge([one, one, two, three])
+    other_seed = str(project.path / "other-seed.json")
+    project.runpytest_inprocess("-p", "laya_qual", "--hypothesis-seed", "6", "--laya-shard", "2/3",
+                                "--laya-evidence-out", other_seed)
+    with pytest.raises(MergeError, match=r"shard 2/3 \(.*other-seed.json\) is not the same run.*options.*seed"):
+        merge([one, other_seed, three])
+    foreign = json.loads(open(three).read())
+    foreign["context"]["harness"]["laya_qual.suite"] = "0" * 64  # as if another suite version ran it
+    foreign_path = project.path / "foreign.json"
+    foreign_path.write_text(json.dumps(foreign))
+    with pytest.raises(MergeError, match=r"shard 3/3 .* suite and harness digests differ"):
+        merge([one, two, foreign_path])
+    unfinished = json.loads(open(two).read())
+    unfinished["records"] = unfinished["records"][1:]
+    unfinished_path = project.path / "unfinished.json"
+    unfinished_path.write_text(json.dumps(unfinished))
+    with pytest.raises(MergeError, match=r"shard 2/3 .* has no record of 1 of its tests"):
+        merge([one, unfinished_path, three])
+    result = CliRunner().invoke(laya_qual, ["merge", one, three, "--out", str(project.path / "x.intoto.jsonl")])
+    assert result.exit_code == 4 and "shard 2/3 missing" in result.output
+
+
+def test_plan_lists_the_selection_and_runs_nothing(project):
+    plan = project.path / "plan.json"
+    result = project.runpytest_inprocess("-p", "laya_qual", "--laya-plan", str(plan))
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED or result.parseoutcomes().get("deselected") == 8
+    listed = json.loads(plan.read_text())["tests"]
+    assert len(listed) == 8 and {t["artifact"] for t in listed} == {None}
+    assert not (project.path / "seen").exists()
+
+
+def test_progress_goes_to_stderr_per_group(project):
+    result = project.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-evidence-out", "e.json")
+    lines = [line for line in result.stderr.lines if line.startswith("laya_qual progress:")]
+    assert lines and lines[-1].startswith("laya_qual progress: 8/8 tests") and lines[-1].endswith("(suite 8/8)")
+
+
+def test_plan_estimates_each_group_from_the_recorded_durations():
+    from laya_qual.plan import render
+
+    listed = [{"test": "s::a", "claims": ["x"], "artifact": None, "level": None, "benchmark": False},
+              {"test": "s::b[artifact0-h]", "claims": ["y"], "artifact": "artifact0-h", "level": "base",
+               "benchmark": False},
+              {"test": "s::c[artifact0-h]", "claims": ["y", "z"], "artifact": "artifact0-h", "level": "artifact",
+               "benchmark": False},
+              {"test": "s::d[artifact1-k]", "claims": ["z"], "artifact": "artifact1-k", "level": "artifact",
+               "benchmark": False},
+              {"test": "s::bench", "claims": ["b"], "artifact": "every head", "level": None, "benchmark": True}]
+    text = render(listed, {"s::a": 10.0, "s::b[artifact0-h]": 30.0, "s::c[artifact0-h]": 2.0, "s::bench": 50.0},
+                  2, "durations.json")
+    rows = [line.split() for line in text.splitlines()[2:7]]
+    assert [r[0] for r in rows] == ["once", "artifact0-h", "artifact0-h", "artifact1-k", "benchmarks"]
+    # an untimed test counts as the median of the timed ones (20 s)
+    assert rows[3] == ["artifact1-k", "(every", "artifact)", "1", "1", "20s", "(1", "never", "timed)"]
+    # 4 claims, 5 tests; the suite pass's 62 s over 2 workers plus the 50 s benchmark pass: 81 s
+    assert "total: 4 claims, 5 tests, 112s of test time; about 1.4 min wall on 2 worker(s)" in text
