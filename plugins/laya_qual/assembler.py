@@ -230,10 +230,9 @@ class Assembler:
         return list(merged.values())
 
     def _test_id(self, nodeid: str, location: str = "") -> str:
-        from laya_qual.provenance import test_id
-        from laya_qual.subjects import package_dir
+        from laya_qual.selection import report_test_id
 
-        return test_id(nodeid, location, self.config.rootpath, package_dir("laya_qual.suite"))
+        return report_test_id(self.config, nodeid, location)
 
     def _collection_errors(self) -> list[str]:
         return sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors)

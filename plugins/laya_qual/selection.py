@@ -19,7 +19,8 @@ WORKER_KEY = "laya_selection"
 EVERY_HEAD = "every head"  # a test that serves every qualified head at once (qualified_heads)
 
 
-def report_test_id(config: pytest.Config, nodeid: str, location: str) -> str:
+def report_test_id(config: pytest.Config, nodeid: str, location: str = "") -> str:
+    """The id a report names a test by (the same on workers, the controller and every shard)."""
     from laya_qual.provenance import test_id
     from laya_qual.subjects import package_dir
 
