@@ -49,3 +49,6 @@ def test_the_results_file_of_this_run_carries_the_bound_of_its_counts(pytestconf
         assert s["total"] == result["sample"] - s["equivalent"]
         assert s["killed"] == sum(r["status"] in ("killed", "timeout") for r in result["mutants"])
         assert s["lowerBound95"] == pytest.approx(reference_lower(s["killed"], s["total"]), abs=1e-6)
+        assert s.get("notExecuted", 0) == sum(
+            r["status"] == "survived" and r.get("executed") is False and not r.get("executedByTests")
+            for r in result["mutants"])

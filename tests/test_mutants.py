@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import random
+from pathlib import Path
 from collections import Counter
 
 import pytest
@@ -113,20 +114,20 @@ def test_a_sample_is_a_reproducible_uniform_draw(whole_population):
 
 
 def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_path):
-    """Two mutants against request.validation's tests alone (a partial figure, in-process):
-    one its covering tests kill, filed as equivalent by mistake; one no test executes,
-    which the scoped suite misses and its written reason sets apart."""
+    """Two mutants at once against request.validation's tests alone (a partial figure):
+    one its covering tests kill, filed as equivalent by mistake; one on a line no process
+    executes, counted without a run, which its written reason sets apart."""
     from laya_qual.mutant_run import SampleRun
 
     layout = installed_layout()
     request = module_mutants((layout["laya"] / "request.py").read_text(), "laya/request.py")
     [killable] = [m for m in request if m.original == "len(options) < 2" and m.operator == "compare"]
     packets = module_mutants((layout["laya"] / "evolution" / "packets.py").read_text(), "laya/evolution/packets.py")
-    spared = next(m for m in packets if m.operator == "statement-dropped")
+    spared = [m for m in packets if m.operator == "statement-dropped"][-1]  # inside a function
     reasons = {killable.key: "wrongly filed", spared.key: "request validation never writes an evolution packet"}
     run = SampleRun([killable, spared], population_size=2, seed=0, hypothesis_seed=0, workers=0,
                     equivalents=reasons, tests_dir=None, timeout=None, progress=lambda _: None,
-                    scope=["request.validation"])
+                    scope=["request.validation"], jobs=2)
     try:
         result = run.run()
     finally:
@@ -134,18 +135,21 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     first, second = result["mutants"]
     assert first["status"] == "wrongly-equivalent" and first["killedBy"] == "suite"
     assert first["coveringTests"] > 0 and [s["stage"] for s in first["stages"]] == ["covering tests"]
-    assert "test_request.py::" in first["stages"][0]["firstFailure"]
+    assert first["stages"][0]["firstFailure"].startswith("laya_qual/suite/test_")
     assert second["status"] == "equivalent" and second["reason"] == reasons[spared.key]
-    assert second["coveringTests"] == 0 and [s["stage"] for s in second["stages"]] == ["suite"]
+    assert second["coveringTests"] == 0 and not second["executed"]
+    assert [(s["stage"], s["seconds"]) for s in second["stages"]] == [("not executed by the suite", 0.0)]
     assert result["summary"] | {"lowerBound95": None} == {
         "killed": 1, "total": 1, "equivalent": 1, "rate": 1.0, "lowerBound95": None, "survivors": [],
+        "notExecuted": 0, "parts": {"runtime": {"killed": 1, "total": 1, "rate": 1.0, "lowerBound95": 0.05},
+                                    "harness": {"killed": 0, "total": 0, "rate": None, "lowerBound95": None}},
         "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": []}
     assert result["scope"] == ["request.validation"] and result["population"] == 2
 
 
 @pytest.mark.parametrize("args, message", [
     (["--population", "--sample", "3"], "--population --sample N needs --seed"),
-    (["--sample", "3", "--jobs", "2"], "it does not take --jobs"),
+    (["--sample", "3", "--seeds", "2"], "it does not take --seeds"),
     (["--sample", "3", "--only", "cache.overhead-changed"], "it does not take --only"),
     (["--seed", "3"], "--seed, --equivalents and --tests-dir go with --sample"),
     (["--sample", "0"], "0 is not in the range x>=1"),
@@ -193,3 +197,17 @@ def test_the_committed_equivalence_reasons_are_readable():
 
     reasons = read_equivalents(Path(__file__).resolve().parents[1] / "docs" / "equivalent-mutants.json")
     assert reasons and all(key.startswith(("laya/", "laya_qual/")) for key in reasons)
+
+
+def test_the_projects_tests_import_the_mutated_copy_not_the_projects_own_runtime(tmp_path):
+    """``python -m pytest`` puts its working directory first on sys.path: started in the
+    project, the tests would import its ``laya/`` and never see a runtime mutant."""
+    from laya_qual.mutant_run import _run_tests_dir
+    from laya_qual.mutation import build_root
+
+    root = build_root(tmp_path / "copy", installed_layout())
+    init = root / "laya" / "__init__.py"
+    init.write_text(init.read_text() + "\nraise ImportError('the mutated copy was imported')\n")
+    tests_dir = Path(__file__).resolve().parent
+    r = _run_tests_dir(root, tests_dir, 0, 600, tests=["tests/test_predict_batches.py"])
+    assert r.outcome == "failed" and "the mutated copy was imported" in r.output, r.output[-2000:]

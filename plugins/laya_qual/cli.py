@@ -522,9 +522,10 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
 @click.option("--seeds", default=1, show_default=True, help="run every defect and the baseline under K Hypothesis seeds")
 @click.option("--hypothesis-seed", type=int, help="first seed (default: random, recorded); seeds are N, N+1, ...")
 @click.option("--workers", "-n", default=2, show_default=True, help="most xdist workers a run may use")
-@click.option("--jobs", default=1, show_default=True, help="defects run at the same time")
+@click.option("--jobs", default=1, show_default=True, help="defects (mutants) run at the same time")
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
-              help="run the whole suite on a defect its claims' tests missed before calling it survived")
+              help="run the whole suite on a defect its claims' tests (a mutant its covering tests) missed "
+                   "before calling it survived")
 @click.option("--timeout", type=float, help="seconds per pytest run (default: from the baseline timings)")
 @click.option("--only", multiple=True, metavar="ID", help="run only these defect ids (repeatable)")
 @click.option("--claims", metavar="PATTERN[,...]",
@@ -588,16 +589,17 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
                 options: dict) -> int:
     from laya_qual.mutant_run import main as run_sample
 
-    catalogue_only = {"seeds": 1, "jobs": 1, "confirm": True, "only": ()}
+    catalogue_only = {"seeds": 1, "only": ()}
     clashing = [k for k, default in catalogue_only.items() if options[k] != default]
     if clashing:
-        raise click.UsageError(f"--sample runs every drawn mutant once, confirming survivors on the suite; "
+        raise click.UsageError(f"--sample runs every drawn mutant once, under one Hypothesis seed; "
                                f"it does not take {', '.join('--' + k for k in clashing)}")
     return run_sample(size=size, seed=secrets.randbelow(2**31) if seed is None else seed,
                       hypothesis_seed=options["hypothesis_seed"], workers=options["workers"],
                       timeout=options["timeout"], equivalents=equivalents, tests_dir=tests_dir,
                       output=options["output"], require_rate=options["require_rate"],
-                      scope=[p for p in (options["claims"] or "").split(",") if p])
+                      scope=[p for p in (options["claims"] or "").split(",") if p],
+                      confirm=options["confirm"], jobs=options["jobs"])
 
 
 @main.command("coverage")

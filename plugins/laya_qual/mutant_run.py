@@ -4,30 +4,42 @@ kill rate nobody chose, with its Clopper-Pearson lower bound.
 The sample is drawn uniformly from the whole population (``laya_qual.mutants``). Each
 mutant is applied to its own isolated copy of the installed packages, exactly as a
 catalogued defect is (``laya_qual.mutation``). To keep a run affordable, the
-unmutated suite runs once under coverage with one context per test; a mutant is then
-run first against the tests that executed one of its lines, and only a mutant they
-miss (or one on a line no in-process test executes: module level, subprocesses) is
-run against the whole suite. A mutant the suite misses is run against the project's
-own ``tests/`` when ``--tests-dir`` is given, so the results say whether the suite,
-tests/ or neither kills it. A survivor listed in the equivalence file with a written
-reason counts as equivalent; a listed mutant that the suite kills is a wrong reason,
-reported as such, and the run exits non-zero.
+unmutated suite runs once under coverage, every process it starts included, with one
+context per test (``laya_qual.coverage_run``'s measurement). A mutant on lines no
+process executed cannot change any outcome: it is counted survived without a run. Any
+other mutant runs first against the tests that executed one of its lines, in their own
+process or in one they started; one they miss (or one on lines executed only while
+modules were imported) is run against the whole suite unless ``confirm`` is off. A
+mutant the suite misses is run against the project's own ``tests/`` when
+``--tests-dir`` is given, so the results say whether the suite, tests/ or neither
+kills it. A runtime mutant counts as killed only when the suite kills it; a harness
+mutant when the suite or the project's tests do. A survivor listed in the equivalence
+file with a written reason counts as equivalent; a listed mutant that is killed is a
+wrong reason, reported as such, and the run exits non-zero.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
+from laya_qual import coverage_run
 from laya_qual.mutants import Mutant, population, sample
+from laya_qual.mutation import _SUMMARY as _FAILURE
 from laya_qual.mutation import (BaselineRed, MutationError, RunResult, build_root, check_shadowing, child_env,
                                 code_digests, installed_layout, run_suite)
 
@@ -61,8 +73,15 @@ def clopper_pearson_lower(killed: int, total: int, confidence: float = CONFIDENC
     return lo
 
 
+# The context of what ran outside every test: module bodies executed while pytest imported them.
+IMPORT = ""
+# A mutant whose text holds these acts even where no line of it runs (a generator no longer is one).
+_COMPILE_TIME = re.compile(r"\b(yield|await)\b")
+
+
 def covering_tests(data_file: Path, root: Path) -> dict[str, dict[int, set[str]]]:
-    """Per file of the copy (relative path) and line: the node ids of the tests that ran it."""
+    """Per file of the copy (relative path) and executed line: the node ids of the tests
+    that ran it, in their own process or in one they started (``IMPORT`` for import time)."""
     from coverage import CoverageData
 
     data = CoverageData(basename=str(data_file))
@@ -75,7 +94,7 @@ def covering_tests(data_file: Path, root: Path) -> dict[str, dict[int, set[str]]
             continue
         by_line = data.contexts_by_lineno(measured)
         out[path.relative_to(resolved).as_posix()] = {
-            line: {c.rpartition("|")[0] for c in contexts if c} for line, contexts in by_line.items()}
+            line: {c.rpartition("|")[0] for c in contexts} for line, contexts in by_line.items()}
     return out
 
 
@@ -83,14 +102,43 @@ def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclasses.dataclass
+class Baseline:
+    """What one green run under coverage tells the mutants: which tests executed each
+    line (``covering_tests``), each test's serial seconds, and the run's seconds."""
+    lines: dict[str, dict[int, set[str]]]
+    times: dict[str, float]
+    seconds: float
+
+    def covering(self, m: Mutant) -> tuple[list[str], bool, bool]:
+        """``(tests, executed, at_import)``: the tests that executed one of the mutant's
+        lines, whether any process executed one, and whether one ran while importing."""
+        lines = self.lines.get(m.file, {})
+        found = [lines[n] for n in range(m.line, m.end_line + 1) if n in lines]
+        if not found and _COMPILE_TIME.search(m.original):
+            return [], True, True  # dropping a yield changes what calling the function returns
+        tests = set().union(*found)
+        return sorted(tests - {IMPORT}), bool(found), IMPORT in tests
+
+    def serial(self, tests: Sequence[str]) -> float:
+        return sum(self.times.get(t, 0.0) for t in tests)
+
+
+def is_harness(m: Mutant) -> bool:
+    """A mutant of the harness (``laya_qual``), which the project's own tests guard, as
+    opposed to the runtime (``laya``), whose promises the suite must keep."""
+    return m.file.startswith("laya_qual/")
+
+
 class SampleRun:
     def __init__(self, mutants: Sequence[Mutant], *, population_size: int, seed: int, hypothesis_seed: int,
                  workers: int, equivalents: dict[str, str], tests_dir: Path | None, timeout: float | None,
                  progress: Callable[[str], None], checkpoint: Callable[[dict], None] = lambda r: None,
-                 scope: Sequence[str] = ()):
+                 scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1):
         self.mutants, self.population_size, self.seed, self.scope = list(mutants), population_size, seed, scope
         self.hypothesis_seed, self.workers, self.timeout = hypothesis_seed, workers, timeout
-        self.equivalents, self.tests_dir = equivalents, tests_dir
+        self.equivalents, self.tests_dir = equivalents, tests_dir and tests_dir.resolve()
+        self.confirm, self.jobs = confirm, jobs
         self.progress, self.checkpoint = progress, checkpoint
         self.layout = installed_layout()
         self.digests = code_digests(self.layout)
@@ -98,72 +146,110 @@ class SampleRun:
         self.pristine = build_root(self.tmp / "pristine", self.layout)
         if code_digests(self.layout) != self.digests:
             raise MutationError("the installed packages changed while they were being copied")
-        self.coverage: dict[str, dict[int, set[str]]] = {}
-        self.times: dict[str, float] = {}
-        self.suite_seconds = 0.0
+        self.suite = Baseline({}, {}, 0.0)
+        self.tests = Baseline({}, {}, 0.0)
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def baseline(self) -> dict:
-        """The unmutated suite, whole, under coverage with a context per test; it must be green."""
-        root = Path(shutil.copytree(self.pristine, self.tmp / "baseline"))
+    def _measured(self, name: str, run: Callable[[Path, list[str]], RunResult]) -> Baseline:
+        """One green run of ``name`` on an unmutated copy under coverage, a context per
+        test, subprocesses included (``laya_qual.coverage_run``'s measurement)."""
+        root = Path(shutil.copytree(self.pristine, self.tmp / f"baseline-{name.strip('/')}"))
+        (root / f"{coverage_run.CONTEXT_MODULE}.py").write_text(coverage_run.CONTEXT_PLUGIN)
         check_shadowing(root)
-        data, junit = self.tmp / "coverage.db", self.tmp / "baseline.xml"
-        (root / ".coveragerc").write_text(f"[run]\ndata_file = {data}\n")
-        self.progress(f"baseline: whole suite under coverage (a context per test), -n {self.workers}")
-        r = run_suite(root, seed=self.hypothesis_seed, workers=self.workers, timeout=self.timeout or 7200,
-                      exitfirst=False, claims=self.scope, extra=["--cov=laya", "--cov=laya_qual", "--cov-context=test",
-                                              "--cov-report=", "--cov-config=.coveragerc", f"--junitxml={junit}"])
+        data_dir = root / ".laya-coverage"
+        data_dir.mkdir()
+        data, rc, junit = data_dir / ".coverage", root / ".coveragerc-laya", root / "junit.xml"
+        rc.write_text(coverage_run.rcfile(data, root))
+        self.progress(f"baseline: {name} under coverage (a context per test, subprocesses included), "
+                      f"-n {self.workers}")
+        r = run(root, [*coverage_run.pytest_args(rc), f"--junitxml={junit}"])
         if r.outcome != "passed":
-            raise BaselineRed({"baseline": {"runs": [{"seed": self.hypothesis_seed, "verdict": "red",
+            self.progress(f"baseline: {name} is red ({r.outcome}); the end of its output:\n{r.output[-4000:]}")
+            raise BaselineRed({"baseline": {"runs": [{"seed": self.hypothesis_seed, "verdict": "red", "of": name,
                                                       "failed": [r.first_failure], "seconds": r.seconds}]}})
-        self.suite_seconds = r.seconds
-        self.coverage = covering_tests(data, root)
-        self.times = _times_by_test(junit)
-        self.progress(f"baseline green in {r.seconds:.0f}s; {len(self.times)} tests, "
-                      f"{sum(map(len, self.coverage.values()))} lines executed in-process")
-        return {"seconds": round(r.seconds, 1), "tests": len(self.times)}
+        coverage_run.combine(rc, data_dir, data)
+        measured = Baseline(covering_tests(data, root), _times_by_test(junit), r.seconds)
+        self.progress(f"baseline: {name} green in {r.seconds:.0f}s; {len(measured.times)} tests, "
+                      f"{sum(map(len, measured.lines.values()))} lines executed")
+        return measured
 
-    def _covering(self, m: Mutant) -> list[str]:
-        lines = self.coverage.get(m.file, {})
-        return sorted(set().union(*(lines.get(n, set()) for n in range(m.line, m.end_line + 1))))
+    def baseline(self) -> dict:
+        """The unmutated suite, and with ``tests_dir`` the project's tests, each whole and green."""
+        self.suite = self._measured("suite", lambda root, extra: run_suite(
+            root, seed=self.hypothesis_seed, workers=self.workers, timeout=self.timeout or 7200, exitfirst=False,
+            claims=self.scope, extra=extra))
+        out = {"seconds": round(self.suite.seconds, 1), "tests": len(self.suite.times), "subprocesses": True}
+        if self.tests_dir is not None:
+            self.tests = self._measured("tests/", lambda root, extra: _run_tests_dir(
+                root, self.tests_dir, self.workers, self.timeout or 7200, exitfirst=False, extra=extra))
+            out["testsDir"] = {"seconds": round(self.tests.seconds, 1), "tests": len(self.tests.times)}
+        return out
 
     def _budget(self, serial: float) -> float:
         return self.timeout or max(300.0, 4 * serial + 120)
 
-    def run_mutant(self, m: Mutant) -> dict:
-        root = Path(shutil.copytree(self.pristine, self.tmp / f"m{self.mutants.index(m)}"))
-        path = root / m.file
-        path.write_text(m.apply(path.read_text()))
-        stages = []
-        covering = self._covering(m)
+    def _workers(self, serial: float) -> int:
+        return self.workers if serial > SERIAL_LIMIT_S else 0
+
+    def _suite_stages(self, root: Path, m: Mutant, stages: list[dict]) -> str | None:
+        """The covering suite tests, then (unless ``confirm`` is off) the whole suite."""
+        covering, _, at_import = self.suite.covering(m)
         verdict = None
         if covering:
-            serial = sum(self.times.get(t, 0.0) for t in covering)
-            r = run_suite(root, seed=self.hypothesis_seed, workers=self.workers if serial > SERIAL_LIMIT_S else 0,
-                          tests=covering, timeout=self._budget(serial))
+            serial = self.suite.serial(covering)
+            r = run_suite(root, seed=self.hypothesis_seed, workers=self._workers(serial), tests=covering,
+                          timeout=self._budget(serial))
             stages.append(_stage("covering tests", r, len(covering)))
             verdict = _killed(r)
-        if verdict is None:
+        if verdict is None and (self.confirm or at_import or not covering):
             r = run_suite(root, seed=self.hypothesis_seed, workers=self.workers, claims=self.scope,
-                          timeout=self._budget(self.suite_seconds))
+                          timeout=self._budget(self.suite.seconds))
             stages.append(_stage("suite", r))
             verdict = _killed(r)
-        killed_by = "suite" if verdict else None
-        if verdict is None and self.tests_dir is not None:
-            r = _run_tests_dir(root, self.tests_dir, self.workers, self._budget(self.suite_seconds))
-            stages.append(_stage("tests/", r))
-            killed_by = "tests/" if _killed(r) else None
-        shutil.rmtree(root, ignore_errors=True)
+        return verdict
+
+    def _tests_stage(self, root: Path, m: Mutant, stages: list[dict]) -> str | None:
+        """The project's tests that executed one of the mutant's lines (all of them if one
+        ran only at import time)."""
+        covering, executed, at_import = self.tests.covering(m)
+        if not executed:
+            return None
+        serial = self.tests.seconds if at_import else self.tests.serial(covering)
+        r = _run_tests_dir(root, self.tests_dir, self._workers(serial), self._budget(serial),
+                           tests=() if at_import else covering)
+        stages.append(_stage("tests/", r, None if at_import else len(covering)))
+        return _killed(r)
+
+    def run_mutant(self, m: Mutant, index: int) -> dict:
+        covering, executed, _ = self.suite.covering(m)
+        executed_by_tests = self.tests_dir is not None and self.tests.covering(m)[1]
+        stages: list[dict] = []
+        verdict = killed_by = None
+        if executed or executed_by_tests:
+            root = Path(shutil.copytree(self.pristine, self.tmp / f"m{index}"))
+            path = root / m.file
+            path.write_text(m.apply(path.read_text()))
+            verdict = self._suite_stages(root, m, stages) if executed else None
+            killed_by = "suite" if verdict else None
+            if verdict is None and executed_by_tests:
+                verdict = self._tests_stage(root, m, stages)
+                killed_by = "tests/" if verdict else None
+            shutil.rmtree(root, ignore_errors=True)
+        if not executed:
+            stages.insert(0, {"stage": "not executed by the suite", "outcome": "not run", "firstFailure": None,
+                              "seconds": 0.0})
         reason = self.equivalents.get(m.key)
-        if killed_by == "suite":
+        counts = killed_by == "suite" or (killed_by == "tests/" and is_harness(m))
+        if counts:
             status = "wrongly-equivalent" if reason else ("timeout" if verdict == "timeout" else "killed")
         else:
             status = "equivalent" if reason else "survived"
         return {"id": m.id, "key": m.key, "operator": m.operator, "file": m.file, "line": m.line,
-                "original": m.original, "replacement": m.replacement, "status": status,
-                "killedBy": killed_by, "coveringTests": len(covering),
+                "part": "harness" if is_harness(m) else "runtime", "original": m.original,
+                "replacement": m.replacement, "status": status, "killedBy": killed_by, "executed": executed,
+                "executedByTests": executed_by_tests, "coveringTests": len(covering),
                 **({"reason": reason} if reason else {}), "stages": stages,
                 "seconds": round(sum(s["seconds"] for s in stages), 1)}
 
@@ -171,15 +257,23 @@ class SampleRun:
         started, t0 = _now(), time.monotonic()
         result = {"format": FORMAT, "code": self.digests, "population": self.population_size,
                   "sampleSeed": self.seed, "sample": len(self.mutants), "hypothesisSeed": self.hypothesis_seed,
-                  "maxWorkers": self.workers, "scope": list(self.scope), "startedOn": started, "complete": False}
+                  "maxWorkers": self.workers, "jobs": self.jobs, "scope": list(self.scope),
+                  "confirmWholeSuite": self.confirm, "startedOn": started, "complete": False}
         result["baseline"] = self.baseline()
-        records: list[dict] = []
-        for n, m in enumerate(self.mutants, 1):
-            record = self.run_mutant(m)
-            records.append(record)
-            self.progress(f"[{n}/{len(self.mutants)}] {m.id}: {record['status']}"
-                          f" ({record['seconds']:.0f}s, {record['coveringTests']} covering tests)")
-            self.checkpoint(result | {"mutants": records, "summary": summarize(records)})
+        done: dict[int, dict] = {}
+        lock = threading.Lock()
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            futures = {pool.submit(self.run_mutant, m, i): i for i, m in enumerate(self.mutants)}
+            for future in as_completed(futures):
+                record = future.result()
+                with lock:
+                    done[futures[future]] = record
+                    records = [done[i] for i in sorted(done)]
+                    self.progress(f"[{len(done)}/{len(self.mutants)}] {record['id']}: {record['status']}"
+                                  f" ({record['seconds']:.0f}s, {record['coveringTests']} covering tests"
+                                  f"{', never executed' if never_run(record) else ''})")
+                    self.checkpoint(result | {"mutants": records, "summary": summarize(records)})
+        records = [done[i] for i in sorted(done)]
         return result | {"complete": True, "mutants": records, "summary": summarize(records),
                          "finishedOn": _now(), "wallSeconds": round(time.monotonic() - t0, 1)}
 
@@ -204,29 +298,54 @@ def _stage(name: str, r: RunResult, tests: int | None = None) -> dict:
             **({"tests": tests} if tests is not None else {})}
 
 
-def _run_tests_dir(root: Path, tests_dir: Path, workers: int, timeout: float) -> RunResult:
-    """The project's own tests against the mutated copy (the copy shadows the install)."""
-    cmd = [sys.executable, "-m", "pytest", str(tests_dir), "-x", "-q", "-p", "no:cacheprovider", "-n", str(workers)]
+def _run_tests_dir(root: Path, tests_dir: Path, workers: int, timeout: float, *, tests: Sequence[str] = (),
+                   exitfirst: bool = True, extra: Sequence[str] = ()) -> RunResult:
+    """The project's own tests (with ``tests``, those node ids, relative to the project)
+    against the copy at ``root``, which shadows the install; a run past its timeout is
+    killed with its process group. pytest starts in ``root``: ``python -m`` puts its
+    working directory first on ``sys.path``, and in the project's directory that would
+    import the project's own ``laya/`` instead of the mutated copy."""
+    project = tests_dir.parent
+    targets = [f"{project}/{t}" for t in tests] or [str(tests_dir)]
+    cmd = [sys.executable, "-m", "pytest", *targets, f"--rootdir={project}", "-c", str(project / "pyproject.toml"),
+           "-q", "-rfE", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", str(workers),
+           *(["-x"] if exitfirst else []), *extra]
     start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=root, env=child_env(root), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(cmd, cwd=tests_dir.parent, env=child_env(root), capture_output=True, text=True,
-                              timeout=timeout)
+        output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return RunResult("timeout", None, time.monotonic() - start, None)
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return RunResult("timeout", None, time.monotonic() - start, None, output)
     outcome = "passed" if proc.returncode in (0, 5) else "failed"
-    return RunResult(outcome, None if outcome == "passed" else f"pytest exit status {proc.returncode}",
-                     time.monotonic() - start, proc.returncode)
+    failure = _FAILURE.search(output)
+    first = failure.group(2) if failure else f"pytest exit status {proc.returncode}"
+    return RunResult(outcome, None if outcome == "passed" else first, time.monotonic() - start, proc.returncode,
+                     output)
+
+
+def _figure(counted: list[dict]) -> dict:
+    killed = sum(r["status"] in ("killed", "timeout", "wrongly-equivalent") for r in counted)
+    return {"killed": killed, "total": len(counted),
+            "rate": round(killed / len(counted), 4) if counted else None,
+            "lowerBound95": round(clopper_pearson_lower(killed, len(counted)), 6) if counted else None}
+
+
+def never_run(record: dict) -> bool:
+    """A mutant on lines no process of any baseline executed: counted survived without a run."""
+    return record.get("executed") is False and not record.get("executedByTests")
 
 
 def summarize(records: list[dict]) -> dict:
-    """K of N, equivalents set apart with their reasons, and the lower bound of the rate."""
-    equivalent = [r for r in records if r["status"] == "equivalent"]
+    """K of N overall and per part (runtime, harness), equivalents set apart with their
+    reasons, and the lower bound of each rate."""
     counted = [r for r in records if r["status"] != "equivalent"]
-    killed = sum(r["status"] in ("killed", "timeout", "wrongly-equivalent") for r in counted)
-    return {"killed": killed, "total": len(counted), "equivalent": len(equivalent),
-            "rate": round(killed / len(counted), 4) if counted else None,
-            "lowerBound95": round(clopper_pearson_lower(killed, len(counted)), 6) if counted else None,
+    return {**_figure(counted), "equivalent": len(records) - len(counted),
+            "parts": {part: _figure([r for r in counted if r.get("part") == part]) for part in ("runtime", "harness")},
             "survivors": sorted(r["key"] for r in counted if r["status"] == "survived"),
+            "notExecuted": sum(r["status"] == "survived" and never_run(r) for r in counted),
             "killedByTestsOnly": sorted(r["key"] for r in counted if r["killedBy"] == "tests/"),
             "wronglyEquivalent": sorted(r["key"] for r in records if r["status"] == "wrongly-equivalent"),
             "timeouts": sorted(r["key"] for r in counted if r["status"] == "timeout")}
@@ -247,7 +366,7 @@ def read_equivalents(path: Path | None) -> dict[str, str]:
 
 def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, timeout: float | None,
          equivalents: Path | None, tests_dir: Path | None, output: Path | None, require_rate: float | None,
-         scope: Sequence[str] = ()) -> int:
+         scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1) -> int:
     """``laya-qual mutate --sample N``: draw, run, write the results, print the summary;
     exit 1 on a wrong equivalence reason or a lower bound below ``require_rate``."""
     import secrets
@@ -265,6 +384,7 @@ def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, tim
     output.parent.mkdir(parents=True, exist_ok=True)
     run = SampleRun(drawn, population_size=len(everything), seed=seed, hypothesis_seed=h_seed, workers=workers,
                     equivalents=reasons, tests_dir=tests_dir, timeout=timeout, progress=progress, scope=scope,
+                    confirm=confirm, jobs=jobs,
                     checkpoint=lambda partial: output.write_text(json.dumps(partial, indent=2) + "\n"))
     progress(f"{size} of {len(everything)} mutants drawn with seed {seed}; hypothesis seed {h_seed}; "
              f"copies under {run.tmp}")
@@ -277,10 +397,16 @@ def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, tim
     print(f"killed {s['killed']} of {s['total']} sampled mutants ({s['equivalent']} equivalent set apart), "
           f"population {result['population']}, sample seed {seed}: rate {s['rate']:.1%}, "
           f"95% lower bound {s['lowerBound95']:.1%}")
+    for part, figure in s["parts"].items():
+        if figure["total"]:
+            print(f"  {part}: killed {figure['killed']} of {figure['total']} ({figure['rate']:.1%}, 95% lower bound "
+                  f"{figure['lowerBound95']:.1%})" + (", by the suite or tests/" if part == "harness" else ""))
+    print(f"  {s['notExecuted']} survived on lines no process executed"
+          + ("" if confirm else "; survivors of their covering tests were not confirmed on the whole suite"))
     for key in s["survivors"]:
         print(f"  survived  {key}")
     for key in s["wronglyEquivalent"]:
-        print(f"  WRONG EQUIVALENCE (the suite kills it)  {key}")
+        print(f"  WRONG EQUIVALENCE (a test kills it)  {key}")
     print(f"results: {output}")
     if require_rate is not None and s["lowerBound95"] < require_rate:
         print(f"the kill rate's 95% lower bound {s['lowerBound95']:.1%} is below the required {require_rate:.1%}",

@@ -355,8 +355,8 @@ class BaselineRed(MutationError):
     def __init__(self, result: dict):
         self.result = result
         red = [b for b in result["baseline"]["runs"] if b["verdict"] != "green"]
-        super().__init__("the unmutated suite is red under "
-                         + "; ".join(f"seed {b['seed']} ({', '.join(b['failed']) or 'see output'})" for b in red))
+        super().__init__("; ".join(f"the unmutated {b.get('of', 'suite')} is red under seed {b['seed']} "
+                                   f"({', '.join(b['failed']) or 'see output'})" for b in red))
 
 
 def _defect_record(defect: Defect, runs: list[dict]) -> dict:

@@ -50,6 +50,8 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> tuple[str, di
             "sample": result["sample"], "sampleSeed": result["sampleSeed"],
             "hypothesisSeed": result["hypothesisSeed"], "confidence": mutant_run.CONFIDENCE,
             "lowerBound": summary["lowerBound95"], "survivors": summary["survivors"],
+            "notExecuted": summary.get("notExecuted", 0),
+            "survivorsConfirmedOnWholeSuite": result.get("confirmWholeSuite", True),
             "killedByTestsOnly": summary["killedByTestsOnly"],
             "equivalents": {r["key"]: r["reason"] for r in result["mutants"] if r["status"] == "equivalent"}}
     return "killRate", {
