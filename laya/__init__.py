@@ -29,7 +29,7 @@ __all__ = [
     "load_artifact", "load_artifact_base", "load_artifact_with_base", "open_adapters",
 ]
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover — typing only: type checkers read these; at run time __getattr__ imports lazily
     from laya.adapters import Adapters, open_adapters
     from laya.base import BaseOptions, VerifiedBase
     from laya.cache import CacheStats

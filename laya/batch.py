@@ -25,7 +25,7 @@ from laya.errors import Cancelled, LayaError, RequestError
 from laya.rendering import Rendered
 from laya.request import Prediction, Request
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover — typing only: read by type checkers, never at run time
     from laya.base import VerifiedBase
 
 Result = Prediction | LayaError
@@ -36,9 +36,9 @@ class Scorer(Protocol):
     validation and rendering, and its scoring of final encoder states."""
     base: VerifiedBase
 
-    def prepare(self, request: Request) -> tuple[TaskInfo, Rendered]: ...
+    def prepare(self, request: Request) -> tuple[TaskInfo, Rendered]: ...  # pragma: no cover — a Protocol's signature, never called
 
-    def finish(self, states: torch.Tensor, rendered: Rendered, task: TaskInfo, check: CheckFn | None,
+    def finish(self, states: torch.Tensor, rendered: Rendered, task: TaskInfo, check: CheckFn | None,  # pragma: no cover — a Protocol's signature, never called
                adapter_id: str | None = None) -> Prediction: ...
 
 

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover — typing only: read by type checkers; torch is imported where used
     import torch
 
 
@@ -81,7 +81,7 @@ def numeric_profile(device: str) -> dict:
     } | (_gpu_model() if device == "cuda" else {})
 
 
-def _gpu_model() -> dict:
+def _gpu_model() -> dict:  # pragma: no cover — platform guard: runs only on a CUDA device; the suite runs on CPU
     """The current GPU's model and compute capability: cuBLAS picks kernels by them, so the
     same settings on another model of GPU can give other bits."""
     import torch

@@ -15,7 +15,7 @@ CheckFn = Callable[[], None]
 
 
 class CancelToken(Protocol):
-    def is_set(self) -> bool: ...
+    def is_set(self) -> bool: ...  # pragma: no cover — a Protocol's signature, never called
 
 
 def cancel_check(cancel: CancelToken | None) -> CheckFn | None:

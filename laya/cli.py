@@ -4,6 +4,7 @@ their own modules) train heads, import bases and check the evolution learner."""
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 from importlib import import_module
@@ -117,7 +118,9 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
         for chunk in predict_chunks(opened, sys.stdin.buffer, batch_size):
             data = "".join(json.dumps(result, ensure_ascii=False) + "\n" for result in chunk).encode("utf-8")
             with signals.deferred():  # a signal arriving mid-write waits for the chunk's last line
-                out.write(data)
+                rest = memoryview(data)
+                while rest:  # a signal handled in a blocking write ends it early: write() returns the part written
+                    rest = rest[out.write(rest):]
                 out.flush()
                 lines += len(chunk)
                 failed += sum("error" in result for result in chunk)
@@ -130,6 +133,12 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     click.echo(f"lines: {lines}, failed: {failed}", err=True)
     if failed and not allow_errors:
         sys.exit(EXIT_LINES_FAILED)
+
+
+def _written_act_threshold(served: float) -> float:
+    """head.json's act threshold: an uncertified task is written with 1.0 and served with
+    +inf (docs/artifact-v1.md), which JSON cannot carry."""
+    return 1.0 if served == math.inf else served
 
 
 @main.command()
@@ -149,7 +158,8 @@ def info(artifact_dir: str, as_json: bool) -> None:
             "artifact": artifact_dir, "head": model.kind, "digest": model.digest,
             "budgets": {"sequence": model.config.sequence_budget, "options": model.config.option_budget},
             "tasks": [{"name": t.name, "maxOptions": t.max_options, "temperature": t.temperature,
-                       "actThreshold": t.act_threshold, "escalateThreshold": t.escalate_threshold}
+                       "actThreshold": _written_act_threshold(t.act_threshold),
+                       "escalateThreshold": t.escalate_threshold}
                       for t in model.tasks.values()],
             "files": [{"role": role, "path": str(p.path), "sha256": p.sha256} for role, p in files.files.items()],
         }, indent=2))

@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, Iterator
 from laya.errors import LayaError, RequestError
 from laya.request import Request
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover — typing only: read by type checkers, never at run time
     from laya.adapters import Adapters
 
 # Lines per chunk by default: `laya predict --batch-size` and docs/decisions.md say why 32.

@@ -211,3 +211,17 @@ def test_the_projects_tests_import_the_mutated_copy_not_the_projects_own_runtime
     tests_dir = Path(__file__).resolve().parent
     r = _run_tests_dir(root, tests_dir, 0, 600, tests=["tests/test_predict_batches.py"])
     assert r.outcome == "failed" and "the mutated copy was imported" in r.output, r.output[-2000:]
+
+
+def test_the_failed_tests_of_a_junit_report_are_named_by_node_id(tmp_path):
+    from laya_qual.mutant_run import _failed_tests
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite>'
+        '<testcase classname="tests.test_a" name="test_ok"/>'
+        '<testcase classname="tests.test_a" name="test_bad[SIGINT]"><failure message="x"/></testcase>'
+        '<testcase classname="tests.sub.test_b" name="test_setup"><error message="y"/></testcase>'
+        '<testcase classname="tests.test_a" name="test_skipped"><skipped/></testcase>'
+        '</testsuite></testsuites>')
+    assert _failed_tests(junit) == ["tests/sub/test_b.py::test_setup", "tests/test_a.py::test_bad[SIGINT]"]

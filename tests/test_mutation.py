@@ -111,6 +111,7 @@ def test_a_sampled_run_folds_in_with_its_equivalents_and_a_wrong_reason_is_refus
     assert folded == {"killed": 1, "total": 2, "population": 12000, "sample": 3, "sampleSeed": 1,
                       "hypothesisSeed": 7, "confidence": 0.95, "lowerBound": 0.025321,
                       "survivors": ["laya/b.py:g:constant:'1'->'2'#0"], "killedByTestsOnly": [],
+                      "parts": {}, "notExecuted": 0, "survivorsConfirmedOnWholeSuite": True,
                       "equivalents": {"laya/c.py:h:constant:'0'->'1'#0": "only a log line's width"}}
     wrong = _sample_results(tmp_path, summary={**json.loads(_sample_results(tmp_path).read_text())["summary"],
                                                "wronglyEquivalent": ["laya/a.py:x"]})

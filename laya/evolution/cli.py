@@ -157,6 +157,3 @@ def plan(config_name: str, batches: int, microbatch: int, updates: int | None) -
                    f"this projection: {_gb(ours)} ({microbatch} x {config.seq_len} positions per batch); "
                    f"the seed's figure corresponds to {positions:.0f} positions per batch at width {config.width}")
 
-
-if __name__ == "__main__":
-    evolve()

@@ -48,6 +48,34 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "while writing any file, or a SIGINT just before publication, leaves the parent directory "
           "as it was (no directory under the name, no temporary beside it); an existing file or "
           "non-empty directory under the name is refused with a LayaError naming it and left untouched."),
+    Claim("artifact.atomic-file",
+          "laya.atomic.write_files (and write_file), the writer of the feature store and of "
+          "laya-qual's keys and reports, publishes every file whole or leaves the parent directory "
+          "as it was: an existing file, directory or dangling symlink under a name is refused with "
+          "OutputExists naming it, also when the name is taken while the files are being written "
+          "(the files already published by the call are removed again); a write cut short by an OS "
+          "error (EFBIG) or a link failing with an error other than EEXIST or EPERM propagates and "
+          "leaves no temporary; on a filesystem without hard links (link fails with EPERM) the files "
+          "are published by rename with the same outcomes."),
+    Claim("artifact.manifest",
+          "The manifest lists one entry per role (docs/artifact-v1.md): a head artifact missing any "
+          "of the seven roles is refused by load_artifact, and a base load of one with a single head "
+          "role, each naming manifest.json and field files; a role or path listed twice (or "
+          "manifest.json itself listed) is refused naming the entry; the manifest or a pinned JSON "
+          "file whose top level is not an object, a pinned path that is a directory, and an artifact "
+          "directory that does not exist are refused with ArtifactError naming that path; "
+          "write_artifact_files refuses an unknown role naming its path and field role, writing "
+          "nothing; the unedited copy loads, and its base-only part loads as a base."),
+    Claim("artifact.tensors",
+          "A weights file (encoder or head) holding a tensor the config does not imply, or an "
+          "expected tensor in another dtype (float64 for float32), re-pinned, is refused at load "
+          "with ArtifactError naming the file and that tensor; the file re-saved unchanged loads."),
+    Claim("artifact.vocabulary",
+          "encoder_config's vocab_size must be at least the tokenizer's size, added tokens included "
+          "(equal loads, one less is refused with ArtifactError naming the tokenizer file), and each "
+          "special token id (cls, sep, pad, state, every option marker) must be in the tokenizer's "
+          "vocabulary: an id below vocab_size that the tokenizer lacks is refused naming "
+          "special_tokens.json and that field."),
     Claim("adapter.refuse.standalone",
           "A non-null `adapter` payload in the manifest is refused by load_artifact with "
           "UnsupportedAdapter."),
@@ -121,6 +149,13 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("forward.rendering.reserved",
           "Text that tokenizes to any reserved id (CLS, SEP, PAD, STATE, a marker), in the question, "
           "any option or the state, is refused with RequestError naming that field."),
+    Claim("forward.encode.inputs",
+          "VerifiedBase.encode takes 1 to max_position_embeddings token ids, each an int in "
+          "[0, vocab_size) (both ends of both ranges encode to [length, hidden] states); an empty "
+          "or longer sequence is refused with RequestError naming token_ids, and an id out of range, "
+          "a bool, a float or a string with RequestError naming token_ids[i]; VerifiedBase.render "
+          "renders as many options as the base has markers and refuses one more with RequestError "
+          "naming options."),
     Claim("forward.transformers.bert",
           "Every qualified base's final encoder states (the bases of the qualified artifacts, "
           "synthetic or --laya-artifact, and --laya-base) equal transformers.BertModel's, float64 "
@@ -140,6 +175,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A non-BERT config, a missing vocabulary token, too few [unusedN], a tensor outside the "
           "encoder, missing, misshapen or float64, or an existing output is refused with ArtifactError "
           "naming file and field (or the path), writing nothing; the command writes the same bytes."),
+    Claim("base.import.standalone",
+          "`python -m laya.importer import HF_DIR OUT_DIR` exits 0 and writes byte for byte the base "
+          "`laya base import` writes, printing the same lines; a checkpoint holding one encoder tensor "
+          "under two names (a LayerNorm's weight or bias and its TF-era gamma or beta) is refused with "
+          "ArtifactError naming model.safetensors and one of the two names, and fewer than two option "
+          "markers with ValueError, writing nothing."),
     # --- shared base, adapters, cache, gate ----------------------------------------
     Claim("shared.parity.float32",
           "A float32 head predicts bitwise the same probabilities (torch.equal) standalone and "
@@ -171,6 +212,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("adapters.explicit",
           "Adapters.predict serves only an explicit, opened adapter id (UnknownAdapter otherwise), "
           "and the opened map cannot be changed."),
+    Claim("adapters.arguments",
+          "open_adapters refuses an empty adapter map and an adapter id that is not a non-empty "
+          "string with UnknownAdapter naming adapter_id, and a cache budget that is not a "
+          "non-negative int (a negative number, a bool, a float, a string) with ValueError; "
+          "load_artifact_with_base refuses anything but a VerifiedBase with TypeError; budgets 0 and "
+          "1 and a string id open."),
     Claim("calibration.private",
           "Changing one head's temperature or thresholds changes no other head's output, even "
           "for a same-named task, and the changed head serves its own new numbers."),
@@ -251,6 +298,24 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "left out when required, and any unknown field, gets an error object naming that field while "
           "the other lines of its chunk are served as alone; a line with its optional state, without it "
           "and with `\"state\": null` is served as the request with and without the state."),
+    Claim("jsonl.command",
+          "`laya predict` exits 0 when every line was served and with --allow-errors when some "
+          "failed (the same output lines, the failed count on stderr), 1 naming the path when the "
+          "adapters cannot be opened and 2 for an --adapter that is not ID=DIR or repeats an id, "
+          "with nothing on stdout; SIGINT or SIGTERM end it with exit status 130 or 143, 'interrupted "
+          "by' the signal and the line counts on stderr, the output holding exactly the finished "
+          "chunks' complete lines, and a signal arriving while a chunk's lines are being written "
+          "waits until the chunk's last line is out; run off the main thread it serves and leaves "
+          "the signal handlers as they were."),
+    Claim("cli.help",
+          "`laya --help` exits 0 listing every subcommand (base, evolve, info, predict, train), each "
+          "with the start of its own help text, without importing torch."),
+    Claim("artifact.info",
+          "`laya info DIR --json` prints the artifact's head kind, budgets, tasks (name, max "
+          "options, temperature, thresholds) and every manifest entry (role, path, sha256) as "
+          "head.json and manifest.json hold them, and the head digest of docs/artifact-v1.md; "
+          "the text form shows the same values; a refused artifact exits 1 naming the file, "
+          "printing nothing on stdout."),
     # --- bench: benchmark claims (measured, never asserted) --------------------------
     Claim("bench.cache.hit-vs-miss",
           "Adapters.predict with a warm cache and with a cold one return equal predictions; "
@@ -286,6 +351,13 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "special_tokens, sequence_format), another kernel identity or numeric profile, one "
           "different token in the sequences, one marker read at another position, or one flipped "
           "byte of its features."),
+    Claim("train.store.format",
+          "A feature store file that is not a laya-feature-store-v2 (another format in its binding, "
+          "no binding in the safetensors header, tensor bytes safetensors cannot read, not "
+          "safetensors at all) is refused with FeatureStoreMismatch naming field format and the "
+          "file, and a store opened for another number of sequences naming field sequences; a store "
+          "built without a progress callback is byte-identical to one built with it (which is "
+          "called once per sequence)."),
     Claim("train.export.parity",
           "A trained head exported as float32 or int8 predicts bitwise the same probabilities "
           "standalone and shared; they equal, bitwise, the probabilities its calibration and "
@@ -317,6 +389,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "whose dev_cal is separable records that outcome, the bounds and the minimum in "
           "head.json, the train summary warns (and does not for an ordinary fit), and it serves "
           "every dev_cal and dev_conf request probabilities strictly between 0 and 1."),
+    Claim("train.temperature.not-better",
+          "On dev_cal score sets whose float64 NLL minimiser is T = 1 (seeded, centred with scipy), "
+          "the fitted temperature is 1 to within 1e-6 and never serves a worse float32 NLL than "
+          "T = 1; where the fit would (the listed seeds), T is exactly 1 with outcome not_better and "
+          "equal recorded NLLs before and after."),
     Claim("train.certify.bound",
           "The Clopper-Pearson bound and binomial p-values equal scipy's; the certifier equals a "
           "reference fixed-sequence procedure (documented grid, dev_cal start, stop at the first "
@@ -345,6 +422,20 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("train.dataset.parse",
           "A bad dataset line (not JSON or UTF-8, unknown or missing field, bad split, label, "
           "target or options) is refused with DatasetError naming its 1-based line and the field."),
+    Claim("train.dataset.empty",
+          "A dataset file without a single example (empty, or blank lines only) is refused with "
+          "DatasetError saying it has no examples."),
+    Claim("train.command",
+          "`laya train` run as its own module (python -m laya.train_cli) on a two-task dataset exits 0, "
+          "writes a head that loads with exactly the dataset's tasks and the feature store at the "
+          "default OUT.features.safetensors, and prints a summary naming each task and ending with "
+          "the artifact line; an existing non-empty --out exits 1 naming it, writing nothing."),
+    Claim("train.api",
+          "The training library refuses arguments outside their ranges with ValueError: certify's "
+          "target_risk or delta outside the open interval (0, 1), fit_temperature without an example, "
+          "head_tensors for a kind other than float32 or int8; task_entry without calibration or "
+          "certification writes a task with neither (both optional in docs/artifact-v1.md), which "
+          "loads with its own act threshold."),
     Claim("train.reproducible",
           "Training twice from the same dataset, store and seed exports byte-identical artifact "
           "files; another seed changes the weights."),
@@ -366,6 +457,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "bins', a path not descending, going on past a failure or stopping at a pass, or one "
           "disagreeing with the certificate is refused with ArtifactError naming head.json and the "
           "field."),
+    Claim("train.certification.rules",
+          "head.json's certification rules (docs/artifact-v1.md) are enforced at load: a certification "
+          "whose temperature is not the task's, a certified task whose escalate_threshold is not 1.0, "
+          "acts on no example or bounds its risk above target_risk, an uncertified one that acted or "
+          "whose act_threshold is not 1.0, a coverage other than acted / examples, a split_sha256 "
+          "that is not 64 lowercase hex digits, and a task that is not an object are each refused "
+          "with ArtifactError naming head.json and that field; the consistent certified and "
+          "uncertified tasks load and the uncertified one escalates every request."),
     # --- learner: laya.evolution (section owned by the evolution work) --------------
     Claim("learner.exact.appended",
           "Appended layout: over 8 Adam updates every loss, gradient norm, parameter and Adam state "
@@ -476,6 +575,69 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "docs/evolution.md states: kernel = cut blocks + (2 reference blocks, fixed-tail) + learner; "
           "learner = 3 x tail blocks (forward + backward) + 2 x head (forward + input gradient); one "
           "block = 2 x (4 width^2 + 2 width x mlp) + 4 x sequence x width, head = 2 x width x vocab."),
+    Claim("learner.torchrun",
+          "The check as each rank of `python -m laya.evolution.run check` runs it once it has joined a "
+          "3-rank gloo group (laya.evolution.run's Ranks, run in the suite on the in-process group's "
+          "ranks, not under torchrun) gives every rank the rows of run_arms on the in-process Group (equal "
+          "floats) and leaves the workspace, audited packets included, in --workdir; a --workdir that is "
+          "not empty makes every rank raise the same DistributedError naming the job laya.evolution.run."
+          "_prepare and rank 0 (each rank itself when the job runs on all ranks), writing nothing; a "
+          "--workdir that is other files on some ranks (same path) is refused on every rank naming each "
+          "rank that cannot read the committed parent or reads another file; a start without "
+          "torchrun's RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT is refused naming the missing ones, "
+          "and one with WORLD_SIZE other than 3 exits 2 naming it, before any work."),
+    Claim("learner.compare",
+          "The arms' comparison (laya.evolution.compare) names, per update, exactly the tensors that "
+          "differ, even by one ulp: loss, gradient norm, each parameter, each Adam slot (step, exp_avg, "
+          "exp_avg_sq); records over different parameter names are reported as such, and records of "
+          "different lengths are refused with ValueError naming both lengths."),
+    Claim("learner.check.report",
+          "`laya evolve check`'s report (laya.evolution.cli.report_check, also the torchrun learner rank's) "
+          "prints one row per update, `yes` or `NO:` followed by the differing tensors, and the size line "
+          "(tiny: learner 114176 bytes < parent 217856 bytes); its --json holds the rows, `equal`, "
+          "`handoff_device` (cpu for CPU ranks) and per update each arm's state digest, equal where the "
+          "arms are bitwise equal and different from one update to the next; any difference exits 1 with "
+          "MISMATCH on stderr; `--device cuda` where torch sees no CUDA device is a usage error naming "
+          "--device (exit 2) before any rank starts."),
+    Claim("learner.group.errors",
+          "A rank that raises in a job on several ranks stops the group with DistributedError naming the "
+          "job and that rank alone, its cause the rank's own error with the worker's traceback noted; a "
+          "rank whose wait on a peer fails (a gloo timeout) while the others answer is named as having "
+          "lost its peers, with the wait it noted (waiting_on keeps the error itself and notes the peer); "
+          "every worker of a stopped group is gone and the group starts afresh on its next job; a job on "
+          "one rank whose error cannot be pickled raises DistributedError naming the rank and the error's "
+          "repr, and the group stays up; a spawn that fails after a first worker started raises its own "
+          "error, that worker gone and the private directory removed; a start that misses its "
+          "start_timeout_s while the worker cannot dump a stack yet names that rank with its stack "
+          "unavailable, within the timeout plus the dump and shutdown allowances, no process or private "
+          "directory left; a 1-rank group runs its startup "
+          "hook, then its jobs without a process group, and its worker exits by itself with status 0 when "
+          "the orchestrator's end of its pipe closes."),
+    Claim("learner.experiment.limits",
+          "An evolution experiment refuses with ValueError naming the value: an unknown layout; a "
+          "fixed-tail control with other than two tail blocks or with a cut; a cut outside 0..depth (0 and "
+          "depth accepted, depth by default; fixed-tail cuts at depth - 2, so a 1-block parent is refused); "
+          "a parent width its heads do not divide; an owner split outside 0..cut (0 and cut accepted); a "
+          "microbatch row of fewer than 2 or more than sequence tokens. Rows of 2 and of sequence tokens "
+          "are right-padded with the pad id, labelled with the next token and -100 past their end, and "
+          "weighted 0 exactly where they have no label."),
+    Claim("learner.placement",
+          "Where ranks compute follows docs/evolution.md, GPUs: CPU ranks on the CPU over gloo; with CUDA "
+          "the node's k-th rank on cuda:k when the node has at least as many GPUs as ranks, else every "
+          "rank on cuda:0, a node without a GPU refused with DeviceError naming the local rank, and the "
+          "backend cpu:gloo,cuda:nccl; hand-offs go GPU to GPU only when every rank has a GPU and no two "
+          "share one; `cuda` where torch sees no CUDA device is refused with DeviceError naming torch's "
+          "version before any work (checked on machines without CUDA)."),
+    Claim("learner.rejects.manifest",
+          "A packet directory whose binding.json is absent, not JSON, of another format than "
+          "laya-feature-packet-v1, or binds other fields than the documented eleven is refused with "
+          "FeaturePacketError naming binding.json; one whose feature file holds other streams than the "
+          "reader's layout needs (features, plus reference for fixed-tail), all else bound, is refused "
+          "naming field `layout` and features.safetensors; a well-formed packet loads its stream bitwise."),
+    Claim("learner.certify.parent-file",
+          "The audit refuses a workspace whose parent file is not the committed parent (another valid "
+          "parent written in its place) with FeaturePacketError naming field `parent` and the parent file, "
+          "before reading any packet or writing any certificate."),
     # --- report: signed qualification report (section owned by the report work) -----
     Claim("report.verdicts",
           "Every catalogued claim appears in the report: `failed` if any of its tests failed, "
@@ -516,4 +678,15 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "`laya-qual verify` exits 0 only for an authentic report whose result is at least "
           "--require-result (default WARNED: a FAILED report is rejected) and whose --require-claim "
           "claims passed; 3 for an authentic report that falls short; 1 for one that is not authentic."),
+    Claim("report.verify.duplicate-keys",
+          "A bundle whose envelope or statement payload holds a JSON object with a repeated key makes "
+          "`laya-qual verify` fail (exit 1, the error naming the duplicate key), even when every "
+          "signature verifies and reading the last value of each key would give the signed statements."),
+    Claim("report.predicate",
+          "The laya-qual predicate of a real run says what docs/report-format.md defines: `counts` "
+          "tallies the claims' verdicts; `environment` is the interpreter, package versions, logical "
+          "cores, GPU, torch threads, thread and determinism settings, device and runtime checkout of "
+          "the process that ran; `nominations` names every artifact the run qualified (each "
+          "--laya-artifact and the --laya-base); `scope` states mechanics only and lists what is not "
+          "qualified."),
 )

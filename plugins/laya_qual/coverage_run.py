@@ -9,7 +9,8 @@ context per test (``<node id>|setup``, ``|run``, ``|teardown``). coverage.py's
 ``[run] patch = subprocess`` measures every Python process the run starts: the xdist
 workers, the ``laya`` and ``laya-qual`` command lines the tests run, the ranks a
 process group spawns, pytest runs in a subprocess. ``patch = _exit`` saves the data of
-a process that ends through ``os._exit``. A small pytest plugin (``CONTEXT_MODULE``,
+a process that ends through ``os._exit``, and ``sigterm = True`` that of one terminated
+by SIGTERM (the ranks a failing group stops). A small pytest plugin (``CONTEXT_MODULE``,
 written into the copy) labels what a subprocess executes with the test that started
 it (``<node id>|subprocess``), so a figure per test, hence per claim, can be derived
 from the data. The data files are combined, their paths made relative to the
@@ -131,7 +132,7 @@ def package_of(rel: str) -> str | None:
 
 def rcfile(data_file: Path, root: Path) -> str:
     return "\n".join([
-        "[run]", "branch = True", "parallel = True", f"data_file = {data_file}",
+        "[run]", "branch = True", "parallel = True", "sigterm = True", f"data_file = {data_file}",
         f"source =\n    {root / 'laya'}\n    {root / 'laya_qual'}", "patch =\n    " + "\n    ".join(PATCHES),
         "[report]", f"exclude_lines =\n    {EXCLUDE_LINE}", f"partial_branches =\n    {PARTIAL_BRANCH}", ""])
 

@@ -205,6 +205,9 @@ def check_agreement(test_result: dict, laya: dict, laya_payload: bytes) -> None:
         if claim.get("verdict") != derived:
             raise AgreementError(f"claim {claim['id']}: verdict {claim.get('verdict')!r} but its evidence gives {derived!r}")
     check_heads(lq.get("heads", []), laya["subject"])
+    counts = verdict_summary(claims)["counts"]
+    if lq.get("counts") != counts:
+        raise AgreementError(f"counts {lq.get('counts')!r} but the claims' verdicts give {counts!r}")
     result = result_of(c["verdict"] for c in claims)
     if lq.get("result") != result or tr.get("result") != result:
         raise AgreementError(f"results disagree: test-result {tr.get('result')!r}, "

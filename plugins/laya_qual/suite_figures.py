@@ -50,7 +50,7 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> tuple[str, di
             "sample": result["sample"], "sampleSeed": result["sampleSeed"],
             "hypothesisSeed": result["hypothesisSeed"], "confidence": mutant_run.CONFIDENCE,
             "lowerBound": summary["lowerBound95"], "survivors": summary["survivors"],
-            "notExecuted": summary.get("notExecuted", 0),
+            "parts": summary.get("parts", {}), "notExecuted": summary.get("notExecuted", 0),
             "survivorsConfirmedOnWholeSuite": result.get("confirmWholeSuite", True),
             "killedByTestsOnly": summary["killedByTestsOnly"],
             "equivalents": {r["key"]: r["reason"] for r in result["mutants"] if r["status"] == "equivalent"}}
@@ -74,6 +74,10 @@ def kill_rate_line(predicate: dict) -> list[str]:
         lines.append(f"  mutants   {m['killed']}/{m['total']} sampled mutants killed, {m['confidence']:.0%} lower "
                      f"bound {m['lowerBound']:.1%} ({m['sample']} of {m['population']} drawn with seed "
                      f"{m['sampleSeed']}; {len(m['equivalents'])} equivalent, {len(m['survivors'])} survived)")
+        for part, figure in m.get("parts", {}).items():
+            if figure["total"]:
+                lines.append(f"            {part}: {figure['killed']}/{figure['total']} killed, lower bound "
+                             f"{figure['lowerBound95']:.1%}")
     return lines
 
 

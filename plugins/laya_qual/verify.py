@@ -102,16 +102,25 @@ def verify_bundle(path: Path, public: Key, artifacts: list[str] = ()) -> Verifie
 OURS = (TEST_RESULT_TYPE, LAYA_TYPE)
 
 
+class _Pairs(list):
+    """A JSON object read as its (key, value) pairs, repeats kept."""
+
+
 def _claimed_type(env: dict) -> str | None:
     """The predicate type a line says it carries, read without trusting it, to decide
-    whether the line is ours (and must verify) or someone else's (and is ignored)."""
+    whether the line is ours (and must verify) or someone else's (and is ignored). A
+    payload that names ``predicateType`` more than once is ours if any of them is: a
+    repeated key must not turn a line of ours into an ignored one."""
     if env.get("payloadType") != PAYLOAD_TYPE:
         return None
     try:
-        stmt = json.loads(base64.b64decode(env.get("payload"), validate=True))
+        stmt = json.loads(base64.b64decode(env.get("payload"), validate=True), object_pairs_hook=_Pairs)
     except (TypeError, ValueError, RecursionError):
         return None
-    return stmt.get("predicateType") if isinstance(stmt, dict) else None
+    if not isinstance(stmt, _Pairs):
+        return None
+    claimed = [value for key, value in stmt if key == "predicateType" and isinstance(value, str)]
+    return next((t for t in claimed if t in OURS), claimed[-1] if claimed else None)
 
 
 def verify_bytes(data: bytes, public: Key, artifacts: list[str] = (),

@@ -1,0 +1,48 @@
+"""artifact.tensors: docs/artifact-v1.md loading rule 4 ("tensor files must hold exactly the
+expected tensor names, dtypes and shapes"): an extra tensor or one of another dtype, in the
+encoder's or the head's weights file, re-saved with safetensors and re-pinned, is refused
+with ArtifactError naming the file and the tensor; the file re-saved unchanged loads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import laya
+from laya.errors import ArtifactError
+from laya_qual.synth import copy_with_weights_edit, pinned_path
+
+
+@pytest.fixture(scope="module")
+def pristine(artifact_factory) -> Path:
+    return artifact_factory(seed=6, head_kind="int8")
+
+
+def add_tensor(tensors):
+    tensors["extra.weight"] = torch.zeros(2)
+
+
+def widen_first(tensors):
+    name = sorted(n for n, t in tensors.items() if t.dtype == torch.float32)[0]
+    tensors[name] = tensors[name].double()
+
+
+@pytest.mark.laya_claim("artifact.tensors")
+@pytest.mark.parametrize("role", ["encoder_weights", "head_weights"])
+@pytest.mark.parametrize("edit, tensor", [(add_tensor, lambda t: "extra.weight"),
+                                          (widen_first, lambda t: sorted(n for n, v in t.items()
+                                                                         if v.dtype == torch.float32)[0])],
+                         ids=["extra-tensor", "float64"])
+def test_a_weights_file_with_another_tensor_is_refused_naming_it(pristine, tmp_path, role, edit, tensor):
+    from safetensors.torch import load as load_safetensors
+
+    original = load_safetensors((pristine / pinned_path(pristine, role)).read_bytes())
+    directory = copy_with_weights_edit(pristine, tmp_path / "edited", role, edit)
+    with pytest.raises(ArtifactError) as refused:
+        laya.load_artifact(directory)
+    assert (refused.value.file, refused.value.field) == (pinned_path(directory, role), tensor(original)), \
+        str(refused.value)
+    assert laya.load_artifact(copy_with_weights_edit(pristine, tmp_path / "same", role, lambda t: None)).tasks

@@ -1,0 +1,138 @@
+"""learner.compare and learner.check.report: what `laya evolve check` says about the two arms.
+
+Oracle: docs/evolution.md. The comparison uses torch.equal only, so a record that differs from its
+twin in one tensor by one ulp (torch.nextafter) must be named by that tensor alone; the report
+prints a `yes` row per equal update and `NO:` with the differing tensors, the size line of the
+"Size" decision (tiny: 114,176 < 217,856 bytes), writes the rows and the per-update state digests
+as JSON (equal between bitwise-equal arms, different from one update to the next since every
+update changes the state), and exits 1 on any difference. The arms are a real run of both on the
+session's group (tiny config, 2 updates).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from laya.evolution.check import run_arms
+from laya.evolution.cli import check_experiment, evolve, report_check
+from laya.evolution.compare import compare
+from laya.evolution.kernel import LEARNER
+from laya.evolution.layouts import Layout
+from laya.evolution.workspace import Experiment, prepare
+
+EXP = Experiment(updates=2, microbatches=2, microbatch=1)
+
+
+@pytest.fixture(scope="module")
+def checked(evolution_group, tmp_path_factory):
+    return run_arms(evolution_group, prepare(EXP, tmp_path_factory.mktemp("check")))
+
+
+def one_ulp_up(t: torch.Tensor) -> torch.Tensor:
+    """t with its first element moved to the next float up."""
+    t = t.clone()
+    t.view(-1)[0] = torch.nextafter(t.view(-1)[0], torch.tensor(float("inf"), dtype=t.dtype))
+    return t
+
+
+def nudged(records: list[dict], update: int, path: tuple[str, ...]) -> list[dict]:
+    """A deep copy of records with one tensor of one update moved one ulp (path into the record)."""
+    records = copy.deepcopy(records)
+    holder = records[update]
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = one_ulp_up(holder[path[-1]])
+    return records
+
+
+def a_param(checked) -> str:
+    return sorted(checked.learner["records"][0]["params"])[-1]
+
+
+@pytest.mark.laya_claim("learner.compare")
+@pytest.mark.parametrize("where", ["loss", "grad_norm", "param", "step", "exp_avg", "exp_avg_sq"])
+def test_one_ulp_in_one_tensor_is_named_alone(checked, where):
+    kernel, name = checked.kernel[LEARNER]["records"], a_param(checked)
+    path, named = {"loss": (("loss",), "loss"), "grad_norm": (("grad_norm",), "grad_norm"),
+                   "param": (("params", name), f"param {name}")}.get(where, (("adam", name, where),
+                                                                               f"adam {name}.{where}"))
+    rows = compare(kernel, nudged(checked.learner["records"], 1, path))
+    assert [(r["update"], r["equal"], r["differences"]) for r in rows] == [(0, True, []), (1, False, [named])]
+
+
+@pytest.mark.laya_claim("learner.compare")
+def test_other_parameter_names_or_another_length_are_not_compared(checked):
+    kernel, learner = checked.kernel[LEARNER]["records"], copy.deepcopy(checked.learner["records"])
+    learner[0]["params"]["tail.renamed"] = learner[0]["params"].pop(a_param(checked))
+    assert compare(kernel, learner)[0]["differences"] == ["params: different parameter names"]
+    with pytest.raises(ValueError, match="kernel ran 2 updates, learner 1"):
+        compare(kernel, learner[:1])
+
+
+def reported(result, tmp_path, capsys) -> tuple[list[str], str, dict, int]:
+    """report_check's stdout lines, stderr, JSON and exit status."""
+    out = tmp_path / "check.json"
+    try:
+        report_check(result, EXP, "tiny", out)
+        status = 0
+    except SystemExit as e:
+        status = e.code
+    printed = capsys.readouterr()
+    return printed.out.splitlines(), printed.err, json.loads(out.read_text()), status
+
+
+@pytest.mark.laya_claim("learner.check.report")
+def test_equal_arms_are_reported_row_by_row_with_their_digests(checked, tmp_path, capsys):
+    lines, err, figures, status = reported(checked, tmp_path, capsys)
+    assert status == 0 and err == ""
+    assert lines[0].split() == ["update", "mb", "kernel", "loss", "learner", "loss", "kernel", "|g|", "learner",
+                                "|g|", "equal"]
+    for line, row in zip(lines[1:3], checked.rows):
+        assert line.split()[:2] == [str(row["update"]), str(row["microbatch"])] and line.endswith("  yes"), line
+    assert "learner 114176 bytes < parent 217856 bytes" in lines
+    assert figures["rows"] == checked.rows and figures["equal"] is True and figures["updates"] == 2
+    assert figures["handoff_device"] == "cpu"  # CPU ranks: gloo carries CPU copies
+    digests = figures["state_digests"]
+    assert len(digests) == 2 and all(d["kernel"] == d["learner"] for d in digests)
+    assert digests[0]["kernel"] != digests[1]["kernel"]  # each update changes the tail and Adam state
+
+
+@pytest.mark.laya_claim("learner.check.report")
+def test_without_json_the_same_report_is_printed_and_nothing_written(checked, tmp_path, capsys, monkeypatch):
+    printed = reported(checked, tmp_path, capsys)[0]
+    monkeypatch.chdir(tmp_path)
+    report_check(checked, EXP, "tiny", None)
+    assert capsys.readouterr().out.splitlines() == printed and [p.name for p in tmp_path.iterdir()] == ["check.json"]
+
+
+@pytest.mark.laya_claim("learner.check.report")
+@pytest.mark.parametrize("where", ["param", "exp_avg_sq"])
+def test_a_difference_exits_1_naming_it(checked, tmp_path, capsys, where):
+    name = a_param(checked)
+    path, named = (("params", name), f"param {name}") if where == "param" else \
+        (("adam", name, where), f"adam {name}.{where}")
+    learner = nudged(checked.learner["records"], 1, path)
+    different = dataclasses.replace(checked, learner=dict(checked.learner, records=learner),
+                                    rows=compare(checked.kernel[LEARNER]["records"], learner))
+    lines, err, figures, status = reported(different, tmp_path, capsys)
+    assert status == 1 and "MISMATCH: kernel and learner are not bitwise equal" in err
+    assert lines[1].endswith("  yes") and lines[2].endswith(f"  NO: {named}"), lines[1:3]
+    assert figures["equal"] is False
+    digests = figures["state_digests"]
+    assert digests[0]["kernel"] == digests[0]["learner"] and digests[1]["kernel"] != digests[1]["learner"]
+
+
+@pytest.mark.laya_claim("learner.check.report")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_a_gpu_is_a_usage_error_naming_device():
+    assert check_experiment("fixed-tail", "tiny", 3, 1, 2, "cpu") == \
+        Experiment(layout=Layout("fixed-tail"), updates=3, microbatch=1, microbatches=2)  # the CPU is always there
+    done = CliRunner().invoke(evolve, ["check", "--layout", "appended", "--device", "cuda"])
+    assert done.exit_code == 2, done.output
+    assert "Invalid value for --device: device cuda: torch" in done.output and "sees no CUDA device" in done.output

@@ -1,0 +1,223 @@
+"""learner.group.errors: how the worker group ends, or keeps going, on the errors of docs/evolution.md,
+"Failure handling" and "Faults of the 3-process group" other than the ones learner.group.bounded
+and learner.group.faults cover (a death, a hang mid-job).
+
+Oracle: the documented outcome of each fault, with blame checked against the rank the fault was
+armed on, and the operating system's view of the workers (each worker's pid no longer answers
+kill(pid, 0), zombies included; no child process left; the private directory removed). Faults
+are real: an exception raised in one rank's job; a gloo receive that times out on a group whose
+operations wait 0.5 s, while the peer answers or waits in a barrier on it; an error object that
+cannot be pickled; a spawn that fails after the first worker started; a start deadline that
+passes while the worker still imports torch; the orchestrator's end of a worker's pipe closing.
+Groups of 1 and 2 ranks keep the cost to one or two torch imports per start.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import tempfile
+import threading
+import time
+from datetime import timedelta
+from multiprocessing import resource_tracker
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from laya.errors import DistributedError
+from laya.evolution.group import COMM_GRACE_S, DUMP_WAIT_S, Group, waited_on, waiting_on
+from laya_qual.suite.test_learner_group import SHUTDOWN_S, children, gone
+
+
+def raises_on_rank_1(rank: int) -> int:
+    if rank == 1:
+        raise ValueError("not this rank's input")
+    return rank
+
+
+def recv_unanswered(rank: int) -> int:
+    """Rank 1 waits to receive from rank 0, on a group whose operations give up after 0.5 s; rank 0
+    never sends and answers at once."""
+    quick = dist.new_group(timeout=timedelta(seconds=0.5))
+    if rank == 1:
+        with waiting_on("receive from rank 0"):
+            dist.recv(torch.zeros(1), src=0, group=quick)
+    return rank
+
+
+def recv_while_the_peer_waits(rank: int) -> int:
+    """As recv_unanswered, but rank 0 waits for rank 1 in a barrier of the group's own (60 s)."""
+    quick = dist.new_group(timeout=timedelta(seconds=0.5))
+    if rank == 1:
+        with waiting_on("receive from rank 0"):
+            dist.recv(torch.zeros(1), src=0, group=quick)
+    else:
+        dist.barrier()
+    return rank
+
+
+class Unpicklable(Exception):
+    def __init__(self):
+        super().__init__("holds a lock")
+        self.lock = threading.Lock()
+
+
+def raise_unpicklable(rank: int) -> None:
+    raise Unpicklable()
+
+
+def in_a_process_group(rank: int) -> bool:
+    return dist.is_initialized()
+
+
+class Mark:
+    """Startup hook: leaves a file named for the rank, so the test sees that it ran first."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def __call__(self, rank: int) -> None:
+        (self.directory / f"rank{rank}").write_text(str(os.getpid()))
+
+
+class Quiet:
+    """Startup hook that does nothing."""
+
+    def __call__(self, rank: int) -> None:
+        pass
+
+
+class ShippedOnce:
+    """A startup hook that can be shipped to one worker only: pickling it again fails, as a spawn
+    that fails part-way (no memory, the process limit) does, after the first worker started
+    (whose pid it records then)."""
+
+    def __init__(self):
+        self.before, self.started = {p.pid for p in mp.active_children()}, []
+
+    def __reduce__(self):
+        self.started = sorted({p.pid for p in mp.active_children()} - self.before)
+        if self.started:
+            raise OSError("injected: the second worker cannot be spawned")
+        return Quiet, ()
+
+
+@pytest.fixture
+def private_tmp(tmp_path):
+    """Where the group makes its private directory during the test, away from others' runs."""
+    saved, tempfile.tempdir = tempfile.tempdir, str(tmp_path)
+    try:
+        yield tmp_path
+    finally:
+        tempfile.tempdir = saved
+
+
+@pytest.fixture(scope="module")
+def pair():
+    group = Group(2, timeout_s=60.0)
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+def stopped(group: Group, job) -> tuple[DistributedError, float]:
+    """The DistributedError group.run(job) raises and the seconds the job took, every worker of the
+    group gone afterwards. The group is first asked a small job, which starts it afresh when an
+    earlier job stopped it."""
+    assert group.run(in_a_process_group) == [True] * group.world_size
+    pids = [info["pid"] for info in group.start_info]
+    started = time.monotonic()
+    with pytest.raises(DistributedError) as raised:
+        group.run(job)
+    seconds = time.monotonic() - started
+    assert all(gone(pid) for pid in pids) and not group.alive, pids
+    return raised.value, seconds
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_rank_that_raises_in_a_collective_job_stops_the_group(pair):
+    err, _ = stopped(pair, raises_on_rank_1)
+    phase = f"{raises_on_rank_1.__module__}.raises_on_rank_1 on ranks [0, 1]"
+    assert str(err) == (f"{phase}: rank 1 raised ValueError: not this rank's input; "
+                        "all processes of the group were stopped")
+    assert (err.phase, err.ranks) == (phase, (1,))
+    cause = err.__cause__
+    assert isinstance(cause, ValueError) and "traceback in rank 1:" in cause.__notes__[-1]
+    assert 'raise ValueError("not this rank\'s input")' in cause.__notes__[-1]  # the worker's own traceback
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+@pytest.mark.parametrize("job", [recv_unanswered, recv_while_the_peer_waits], ids=["peer-answers", "peer-waits"])
+def test_the_rank_whose_wait_fails_is_named_not_the_peer_it_left_waiting(pair, job):
+    """When rank 0 waits on rank 1 in turn, the group waits COMM_GRACE_S for another cause, then
+    reads rank 0's stack: waiting in torch.distributed, so rank 1's failed wait is the cause."""
+    err, seconds = stopped(pair, job)
+    phase = f"{job.__module__}.{job.__qualname__} on ranks [0, 1]"
+    assert str(err).startswith(f"{phase}: rank 1 lost its peers (while waiting to receive from rank 0): "), str(err)
+    assert str(err).endswith("; all processes of the group were stopped") and err.ranks == (1,)
+    if job is recv_while_the_peer_waits:
+        assert seconds > 0.5 + COMM_GRACE_S
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_an_error_that_cannot_be_pickled_arrives_by_name_and_the_group_stays(evolution_group):
+    with pytest.raises(DistributedError) as raised:
+        evolution_group.run(raise_unpicklable, ranks=[2])
+    assert str(raised.value) == "rank 2: Unpicklable('holds a lock')"
+    assert evolution_group.run(in_a_process_group) == [True] * 3
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_spawn_that_fails_part_way_leaves_nothing(private_tmp):
+    hook = ShippedOnce()
+    group = Group(3, startup=hook)
+    with pytest.raises(OSError, match="injected: the second worker cannot be spawned"):
+        group.start()
+    assert len(hook.started) == 1 and gone(hook.started[0])  # the first worker was started, then stopped
+    assert not group.alive and list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_lone_worker_needs_no_process_group_and_exits_when_its_orchestrator_goes(private_tmp):
+    marks = private_tmp / "marks"
+    marks.mkdir()
+    group = Group(1, startup=Mark(marks))
+    assert group.run(in_a_process_group) == [False]
+    worker = group._procs[0]
+    assert (marks / "rank0").read_text() == str(worker.pid)  # the startup hook ran in the worker
+    group._conns[0].close()  # what the orchestrator's exit does to the worker's pipe
+    worker.join(timeout=30)
+    assert worker.exitcode == 0  # ended by itself, not stopped
+    group.close()
+    assert [p.name for p in private_tmp.iterdir()] == ["marks"]
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_start_past_its_deadline_names_the_rank_with_no_stack(private_tmp):
+    """The worker is still importing torch at 0.05 s, before it can dump a stack: none is read, and
+    the rank is named as not answering all the same."""
+    resource_tracker.ensure_running()  # multiprocessing's own helper, started once and kept: not a leak
+    before = children()
+    group = Group(1, start_timeout_s=0.05)
+    started = time.monotonic()
+    with pytest.raises(DistributedError) as raised:
+        group.start()
+    assert str(raised.value) == ("rendezvous: rank 0 gave no answer within 0.05 s (rank 0 stack unavailable); "
+                                 "all processes of the group were stopped")
+    assert raised.value.ranks == (0,)
+    assert time.monotonic() - started < 0.05 + DUMP_WAIT_S + SHUTDOWN_S
+    assert children() <= before and list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_failed_wait_keeps_its_error_and_notes_the_peer():
+    timeout = RuntimeError("Timed out waiting 500ms for recv operation to complete")
+    with pytest.raises(RuntimeError) as raised:
+        with waiting_on("receive from rank 1"):
+            raise timeout
+    assert raised.value is timeout and waited_on(timeout) == " (while waiting to receive from rank 1)"
+    assert waited_on(RuntimeError("no wait noted")) == ""
