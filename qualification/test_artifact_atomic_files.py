@@ -18,15 +18,14 @@ import errno
 import os
 import resource
 import signal
-import threading
 from pathlib import Path
 
 import pytest
 
-from laya.atomic import HOLD_ENV, write_file, write_files
+from laya.atomic import write_file, write_files
 from laya.errors import OutputExists
+from laya_qual.suite.holding import while_held
 
-HOLD_TIMEOUT_S = 30.0  # a writer that never holds fails the test instead of hanging it
 
 
 def tree(directory: Path) -> dict[str, bytes | None]:
@@ -55,34 +54,9 @@ def existing(parent: Path, kind: str) -> Path:
 
 
 def write_while_held(files: list[tuple[Path, bytes, int]], marker: Path, meanwhile) -> None:
-    """write_files(files), running ``meanwhile()`` in another thread once the writer holds
-    before publishing (the seam holds on the last file); re-raises what the writer raised."""
-    failures: list[BaseException] = []
-
-    def other_writer():
-        waited = 0.0
-        while not marker.exists():
-            if waited > HOLD_TIMEOUT_S:
-                failures.append(TimeoutError("the writer never held before publishing"))
-                return
-            threading.Event().wait(0.005)
-            waited += 0.005
-        try:
-            meanwhile()
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            failures.append(exc)
-        finally:
-            marker.unlink()
-
-    os.environ[HOLD_ENV] = f"{files[-1][0]}{os.pathsep}{marker}"
-    thread = threading.Thread(target=other_writer, daemon=True)
-    thread.start()
-    try:
-        write_files(files)
-    finally:
-        del os.environ[HOLD_ENV]
-        thread.join()
-        assert not failures, failures
+    """write_files(files), running ``meanwhile()`` once the writer holds before publishing
+    (the seam holds on the last file); re-raises what the writer raised."""
+    while_held(files[-1][0], marker, lambda: write_files(files), lambda _temporaries: meanwhile())
 
 
 @pytest.fixture

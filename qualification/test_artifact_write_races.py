@@ -13,19 +13,17 @@ os.walk before and after, and the error's class and ``file``.
 
 from __future__ import annotations
 
-import os
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
 from laya.artifact import write_artifact_files
-from laya.atomic import HOLD_ENV, write_file
+from laya.atomic import write_file
 from laya.errors import OutputExists
+from laya_qual.suite.holding import while_held
 
 FILES = {"encoder_config": ("encoder_config.json", b"{}"), "tokenizer": ("tok/tokenizer.json", b'{"v": 1}')}
-HOLD_TIMEOUT_S = 30.0  # a writer that never holds fails the test instead of hanging it
 
 
 def tree(directory: Path) -> dict[str, bytes | None]:
@@ -35,34 +33,9 @@ def tree(directory: Path) -> dict[str, bytes | None]:
 
 
 def write_while_held(final: Path, marker: Path, meanwhile) -> None:
-    """write_artifact_files(final, FILES), running ``meanwhile(temporaries)`` in another
-    thread once the writer holds before publishing; re-raises what the writer raised."""
-    failures: list[BaseException] = []
-
-    def other_writer():
-        waited = 0.0
-        while not marker.exists():
-            if waited > HOLD_TIMEOUT_S:
-                failures.append(TimeoutError("the writer never held before publishing"))
-                return
-            threading.Event().wait(0.005)
-            waited += 0.005
-        try:
-            meanwhile([Path(p) for p in marker.read_text().split()])
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            failures.append(exc)
-        finally:
-            marker.unlink()
-
-    os.environ[HOLD_ENV] = f"{final}{os.pathsep}{marker}"
-    thread = threading.Thread(target=other_writer, daemon=True)
-    thread.start()
-    try:
-        write_artifact_files(final, FILES)
-    finally:
-        del os.environ[HOLD_ENV]
-        thread.join()
-        assert not failures, failures
+    """write_artifact_files(final, FILES), running ``meanwhile(temporaries)`` once the
+    writer holds before publishing; re-raises what the writer raised."""
+    while_held(final, marker, lambda: write_artifact_files(final, FILES), meanwhile)
 
 
 def take_with_laya(final: Path) -> None:

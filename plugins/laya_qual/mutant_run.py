@@ -174,7 +174,7 @@ class SampleRun:
         if r.outcome == "failed" and red:
             again = rerun(root, red)
             self.progress(f"baseline: {len(red)} of {name} red under coverage; without it: {again.outcome}")
-            r = r if again.outcome != "passed" else dataclasses.replace(r, outcome="passed")
+            r = again if again.outcome != "passed" else dataclasses.replace(r, outcome="passed")
         if r.outcome != "passed":
             self.progress(f"baseline: {name} is red ({r.outcome}); the end of its output:\n{r.output[-4000:]}")
             raise BaselineRed({"baseline": {"runs": [{"seed": self.hypothesis_seed, "verdict": "red", "of": name,
