@@ -225,3 +225,19 @@ def test_the_failed_tests_of_a_junit_report_are_named_by_node_id(tmp_path):
         '<testcase classname="tests.test_a" name="test_skipped"><skipped/></testcase>'
         '</testsuite></testsuites>')
     assert _failed_tests(junit) == ["tests/sub/test_b.py::test_setup", "tests/test_a.py::test_bad[SIGINT]"]
+
+
+def test_a_module_level_mutant_goes_to_the_whole_suite_whatever_the_data_says():
+    """The pytest processes import the harness before coverage starts in them: a module
+    body's lines show only where a subprocess imported it, so they are no covering set."""
+    from laya_qual.mutant_run import Baseline
+
+    source = "LIMIT = 30\n\n\ndef f(x):\n    return x < LIMIT\n"
+    by_op = {(m.function, m.operator): m for m in module_mutants(source, "laya_qual/m.py")}
+    module_level, in_function = by_op[("<module>", "constant")], by_op[("f", "compare")]
+    seen = Baseline({"laya_qual/m.py": {1: {"t.py::a"}, 5: {"t.py::b"}}}, {}, 0.0)
+    assert seen.covering(module_level) == (["t.py::a"], True, True)
+    assert seen.covering(in_function) == (["t.py::b"], True, False)
+    unseen = Baseline({}, {}, 0.0)
+    assert unseen.covering(module_level) == ([], True, True)
+    assert unseen.covering(in_function) == ([], False, False)

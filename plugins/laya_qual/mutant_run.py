@@ -116,9 +116,13 @@ class Baseline:
         lines, whether any process executed one, and whether one ran while importing."""
         lines = self.lines.get(m.file, {})
         found = [lines[n] for n in range(m.line, m.end_line + 1) if n in lines]
-        if not found and _COMPILE_TIME.search(m.original):
-            return [], True, True  # dropping a yield changes what calling the function returns
         tests = set().union(*found)
+        if m.function == "<module>" or (not found and _COMPILE_TIME.search(m.original)):
+            # A module body runs on import in every process, and the pytest processes import
+            # the harness and the runtime before coverage starts in them, so its lines show
+            # only in the subprocesses' data; dropping a yield changes what calling the
+            # function returns even where the yield never runs.
+            return sorted(tests - {IMPORT}), True, True
         return sorted(tests - {IMPORT}), bool(found), IMPORT in tests
 
     def serial(self, tests: Sequence[str]) -> float:
