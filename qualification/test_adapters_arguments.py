@@ -7,22 +7,12 @@ Oracle: each rule as stated, on explicit examples next to an accepted neighbour.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 import laya
 from laya.errors import UnknownAdapter
-
-
-@pytest.fixture(scope="module")
-def pristine(artifact_factory) -> Path:
-    return artifact_factory(seed=6, head_kind="int8")
-
-
-@pytest.fixture(scope="module")
-def base(pristine):
-    return laya.load_artifact_base(pristine)
+from laya_qual.suite.int8_head import base, pristine  # noqa: F401 - fixtures
 
 
 @pytest.mark.laya_claim("adapters.arguments")

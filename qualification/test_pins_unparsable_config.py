@@ -14,16 +14,7 @@ import pytest
 import laya
 from laya.errors import PinMismatch
 from laya_qual.synth import pinned_path, replace_pinned_file
-
-
-@pytest.fixture(scope="module")
-def pristine(artifact_factory) -> Path:
-    return artifact_factory(seed=6, head_kind="int8")
-
-
-@pytest.fixture(scope="module")
-def base(pristine):
-    return laya.load_artifact_base(pristine)
+from laya_qual.suite.int8_head import base, pristine  # noqa: F401 - fixtures
 
 
 @pytest.mark.laya_claim("pins.refuse.encoder_config")

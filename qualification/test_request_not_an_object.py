@@ -7,23 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 
 import laya
 from laya.errors import RequestError
 from laya.jsonl import predict_lines
-
-
-@pytest.fixture(scope="module")
-def pristine(artifact_factory) -> Path:
-    return artifact_factory(seed=6, head_kind="int8")
-
-
-@pytest.fixture(scope="module")
-def base(pristine):
-    return laya.load_artifact_base(pristine)
+from laya_qual.suite.int8_head import base, pristine  # noqa: F401 - fixtures
 
 
 @pytest.mark.laya_claim("request.validation")
