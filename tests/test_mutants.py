@@ -241,3 +241,15 @@ def test_a_module_level_mutant_goes_to_the_whole_suite_whatever_the_data_says():
     unseen = Baseline({}, {}, 0.0)
     assert unseen.covering(module_level) == ([], True, True)
     assert unseen.covering(in_function) == ([], False, False)
+
+
+def test_covering_tests_come_fastest_first():
+    """A covering run stops at its first failure, so the quickest tests go first; ties and
+    tests without a time keep their name order."""
+    from laya_qual.mutant_run import Baseline
+
+    (m,) = [m for m in module_mutants("def f(x):\n    return x < 3\n", "laya/m.py") if m.operator == "compare"]
+    tests = {"t.py::slow", "t.py::quick", "t.py::b_untimed", "t.py::a_untimed", "t.py::middle"}
+    times = {"t.py::slow": 9.0, "t.py::quick": 0.5, "t.py::middle": 2.0}
+    assert Baseline({"laya/m.py": {2: tests}}, times, 0.0).covering(m)[0] == [
+        "t.py::a_untimed", "t.py::b_untimed", "t.py::quick", "t.py::middle", "t.py::slow"]

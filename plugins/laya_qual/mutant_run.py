@@ -113,17 +113,20 @@ class Baseline:
 
     def covering(self, m: Mutant) -> tuple[list[str], bool, bool]:
         """``(tests, executed, at_import)``: the tests that executed one of the mutant's
-        lines, whether any process executed one, and whether one ran while importing."""
+        lines, fastest first (a run stops at its first failure, so a mutant they kill is
+        told apart sooner), whether any process executed one, and whether one ran while
+        importing."""
         lines = self.lines.get(m.file, {})
         found = [lines[n] for n in range(m.line, m.end_line + 1) if n in lines]
         tests = set().union(*found)
+        fastest_first = sorted(tests - {IMPORT}, key=lambda t: (self.times.get(t, 0.0), t))
         if m.function == "<module>" or (not found and _COMPILE_TIME.search(m.original)):
             # A module body runs on import in every process, and the pytest processes import
             # the harness and the runtime before coverage starts in them, so its lines show
             # only in the subprocesses' data; dropping a yield changes what calling the
             # function returns even where the yield never runs.
-            return sorted(tests - {IMPORT}), True, True
-        return sorted(tests - {IMPORT}), bool(found), IMPORT in tests
+            return fastest_first, True, True
+        return fastest_first, bool(found), IMPORT in tests
 
     def serial(self, tests: Sequence[str]) -> float:
         return sum(self.times.get(t, 0.0) for t in tests)
