@@ -16,7 +16,8 @@ import pytest
 from laya_qual.claims import CLAIMS
 from laya_qual.defects import DEFECTS
 from laya_qual.mutant_run import FORMAT as SAMPLE_FORMAT
-from laya_qual.mutation import FORMAT, MutationError, apply_text, catalogue_digest, check_catalogue, code_digests, matches
+from laya_qual.mutation import (FORMAT, LAYOUT, MutationError, apply_text, catalogue_digest, check_catalogue,
+                                 code_digests, matches)
 from laya_qual.suite_figures import kill_rate
 
 AREAS = {"artifact", "adapter", "request", "heads", "pins", "calibration", "weights", "cache", "gate", "jsonl",
@@ -87,17 +88,36 @@ def test_kill_rate_is_refused_for_other_code(tmp_path):
         kill_rate(tmp_path / "junk.json", runtime=digests["runtime"], harness=digests["harness"])
 
 
+def test_the_harness_digests_do_not_depend_on_the_layout(tmp_path):
+    """A checkout keeps the suite and synth apart from laya_qual/, an install nests them
+    in it: figures measured in one layout must be recognised by a run in the other."""
+    from laya_qual.mutation import build_root, installed_layout
+
+    checkout = installed_layout()
+    assert not checkout["laya_qual.suite"].is_relative_to(checkout["laya_qual"])
+    root = build_root(tmp_path / "installed", checkout)
+    installed = {name: root / rel for name, rel in LAYOUT.items()}
+    assert installed["laya_qual.suite"].is_relative_to(installed["laya_qual"])
+    assert code_digests(installed) == code_digests(checkout)
+    (installed["laya_qual.suite"] / "test_extra.py").write_text("")  # a suite file counts for the suite alone
+    changed = code_digests(installed)["harness"]
+    assert changed["laya_qual"] == code_digests(checkout)["harness"]["laya_qual"]
+    assert changed["laya_qual.suite"] != code_digests(checkout)["harness"]["laya_qual.suite"]
+
+
 def _sample_results(tmp_path: Path, **changes) -> Path:
     """A finished sampled run: 3 drawn, one killed, one survived, one equivalent."""
     mutants = [{"key": "laya/a.py:f:compare:'a < b'->'(a <= b)'#0", "status": "killed", "killedBy": "suite"},
                {"key": "laya/b.py:g:constant:'1'->'2'#0", "status": "survived", "killedBy": None},
                {"key": "laya/c.py:h:constant:'0'->'1'#0", "status": "equivalent", "killedBy": None,
                 "reason": "only a log line's width"}]
+    parts = {"runtime": {"killed": 1, "total": 2, "rate": 0.5, "lowerBound95": 0.025321},
+             "harness": {"killed": 0, "total": 0, "rate": None, "lowerBound95": None}}
     result = {"format": SAMPLE_FORMAT, "code": code_digests(), "population": 12000, "sampleSeed": 1, "sample": 3,
-              "hypothesisSeed": 7, "scope": [], "complete": True, "mutants": mutants,
+              "hypothesisSeed": 7, "scope": [], "complete": True, "confirmWholeSuite": False, "mutants": mutants,
               "summary": {"killed": 1, "total": 2, "equivalent": 1, "rate": 0.5, "lowerBound95": 0.025321,
                           "survivors": [mutants[1]["key"]], "killedByTestsOnly": [], "wronglyEquivalent": [],
-                          "timeouts": []}}
+                          "timeouts": [], "parts": parts, "notExecuted": 1}}
     result.update(changes)
     path = tmp_path / "sample.json"
     path.write_text(json.dumps(result))
@@ -111,7 +131,8 @@ def test_a_sampled_run_folds_in_with_its_equivalents_and_a_wrong_reason_is_refus
     assert folded == {"killed": 1, "total": 2, "population": 12000, "sample": 3, "sampleSeed": 1,
                       "hypothesisSeed": 7, "confidence": 0.95, "lowerBound": 0.025321,
                       "survivors": ["laya/b.py:g:constant:'1'->'2'#0"], "killedByTestsOnly": [],
-                      "parts": {}, "notExecuted": 0, "survivorsConfirmedOnWholeSuite": True,
+                      "parts": json.loads(_sample_results(tmp_path).read_text())["summary"]["parts"],
+                      "notExecuted": 1, "survivorsConfirmedOnWholeSuite": False,
                       "equivalents": {"laya/c.py:h:constant:'0'->'1'#0": "only a log line's width"}}
     wrong = _sample_results(tmp_path, summary={**json.loads(_sample_results(tmp_path).read_text())["summary"],
                                                "wronglyEquivalent": ["laya/a.py:x"]})

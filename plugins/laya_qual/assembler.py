@@ -115,7 +115,8 @@ class Assembler:
     """Collects plain per-test records on the controller and writes the bundle."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from laya_qual.subjects import DIR_HASH, SubjectError, heads, package_dir, source_digest, subjects
+        from laya_qual.subjects import (DIR_HASH, HARNESS_PACKAGES, SubjectError, harness_digests, heads,
+                                        package_dir, subjects)
 
         self.config = config
         self.records: dict[str, dict] = {}
@@ -134,8 +135,7 @@ class Assembler:
         except (SigningError, SubjectError) as e:
             raise pytest.UsageError(f"laya_qual report: {e}") from None
         # The harness as it was when the run started, not as it is when it ends.
-        self.harness = {name: source_digest(package_dir(name))[0]
-                        for name in ("laya_qual", "laya_qual.suite", "laya_qual.synth") if package_dir(name)}
+        self.harness = harness_digests({name: package_dir(name) for name in HARNESS_PACKAGES if package_dir(name)})
         from laya_qual.suite_figures import kill_rate
 
         runtime = next(s for s in self.subjects if s["annotations"]["kind"] == "runtime")

@@ -36,7 +36,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from laya_qual.defects import DEFECTS, Defect
-from laya_qual.subjects import package_dir, source_digest
+from laya_qual.subjects import HARNESS_PACKAGES, harness_digests, package_dir, source_digest
 
 FORMAT = "laya-qual-mutation-v1"
 # Import name -> its place under the temporary import root.
@@ -115,7 +115,7 @@ def code_digests(layout: dict[str, Path] | None = None) -> dict:
     """The runtime subject digest and the harness digests, as a report records them."""
     layout = layout or installed_layout()
     return {"runtime": source_digest(layout["laya"])[0],
-            "harness": {n: source_digest(layout[n])[0] for n in ("laya_qual", "laya_qual.suite", "laya_qual.synth")}}
+            "harness": harness_digests({n: layout[n] for n in HARNESS_PACKAGES})}
 
 
 # --- isolated copies -------------------------------------------------------------------
