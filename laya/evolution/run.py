@@ -15,10 +15,12 @@ Exit status: 0 bitwise equal, 1 any difference, 2 a named error.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
 import click
 import torch.distributed as dist
@@ -152,10 +154,25 @@ def check(layout: str, config_name: str, updates: int, microbatch: int, microbat
         _fail(f"rank {rank}: {type(e).__name__}: {e}")
     finally:
         dist.destroy_process_group()
-    if rank == LEARNER:
-        report_check(result, exp, config_name, json_path)  # exits 1 on any difference
-    elif not result.equal:
-        sys.exit(1)
+    try:
+        if rank == LEARNER:
+            report_check(result, exp, config_name, json_path)  # exits 1 on any difference
+        status = 0 if result.equal else 1
+    except SystemExit as stop:
+        status = stop.code
+    _leave(status)
+
+
+def _leave(status: int) -> NoReturn:
+    """Exit without the interpreter's teardown, once the exit handlers have run (they
+    flush and save what must be saved). With the process group destroyed, freeing torch's
+    distributed objects at teardown now and then aborts a rank after its work is done
+    and reported ("terminate called without an active exception", SIGABRT), which
+    torchrun reports as that rank's failure."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _fail(message: str):
