@@ -35,17 +35,21 @@ REQUESTS = [{"adapter": "a", "task": "answer", "question": "which word", "option
             {"adapter": "a", "task": "triage", "question": "route this one", "options": ["y", "x"]}]
 # Imports laya, serves stdin with the `laya predict` command in this process, imports
 # the module of every lazily loaded command (train, base, evolve), and writes the
-# top-level modules loaded after the import and after the commands to argv[1].
+# top-level modules the import and then the commands loaded to argv[1] (not those the
+# interpreter had loaded before: coverage.py, where a measurement started it).
 PROBE = """
 import json, sys
 from importlib import import_module
+def top_level():
+    return {m.split(".")[0] for m in sys.modules}
+before = top_level()
 import laya
-loaded = {"laya": laya.__file__, "after_import": sorted({m.split(".")[0] for m in sys.modules})}
+loaded = {"laya": laya.__file__, "after_import": sorted(top_level() - before)}
 from laya.cli import LAZY_COMMANDS, main
 main(sys.argv[2:], standalone_mode=False)
 for module, _ in LAZY_COMMANDS.values():
     import_module(module)
-loaded["after_commands"] = sorted({m.split(".")[0] for m in sys.modules})
+loaded["after_commands"] = sorted(top_level() - before)
 with open(sys.argv[1], "w") as out:
     json.dump(loaded, out)
 """
