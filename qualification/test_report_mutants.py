@@ -52,3 +52,10 @@ def test_the_results_file_of_this_run_carries_the_bound_of_its_counts(pytestconf
         assert s.get("notExecuted", 0) == sum(
             r["status"] == "survived" and r.get("executed") is False and not r.get("executedByTests")
             for r in result["mutants"])
+        for part, figure in s.get("parts", {}).items():  # runtime: killed by the suite only
+            counted = [r for r in result["mutants"] if r["part"] == part and r["status"] != "equivalent"]
+            killed = [r for r in counted if r["status"] in ("killed", "timeout")]
+            assert (figure["killed"], figure["total"]) == (len(killed), len(counted)), part
+            assert part == "harness" or all(r["killedBy"] == "suite" for r in killed), part
+            if counted:
+                assert figure["lowerBound95"] == pytest.approx(reference_lower(len(killed), len(counted)), abs=1e-6)

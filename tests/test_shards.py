@@ -111,18 +111,26 @@ def test_durations_store_round_trips_and_refuses_garbage(tmp_path):
         read_durations(store)
 
 
-def test_three_shards_merge_into_the_unsharded_report(project):
+def test_three_shards_merge_into_the_unsharded_report(project, monkeypatch):
     key = project.path / "signing-key"  # inside the project: a path argument elsewhere would move pytest's rootdir
     keygen(key)
     whole = project.path / "whole.intoto.jsonl"
     project.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-report", str(whole), "--laya-signing-key", str(key))
-    shards = [shard(project, k, 3) for k in (1, 2, 3)]
+    shards = []
+    for k in (1, 2, 3):
+        monkeypatch.setenv("RUNNER_NAME", f"runner-{k}")  # what GitHub Actions sets on each runner
+        shards.append(shard(project, k, 3))
     ran = [{r["test"] for r in json.loads(open(s).read())["records"]} for s in shards]
     assert all(ran) and sum(map(len, ran)) == len(set().union(*ran)) == 8  # split, each test once
     merged = project.path / "merged.intoto.jsonl"
     result = CliRunner().invoke(laya_qual, ["merge", *shards, "--key", str(key), "--out", str(merged)])
     assert result.exit_code == 1, result.output  # the project's failing test makes both reports FAILED
     assert claims_of(merged) == claims_of(whole)
+    from laya_qual.verify import read_statements
+
+    [laya] = [s for s, _ in read_statements(merged) if "qualification" in s["predicateType"]]
+    assert [(p["shard"], p["runner"]["name"], p["runner"]["cores"]) for p in laya["predicate"]["passes"]] == [
+        (f"{k}/3", f"runner-{k}", os.cpu_count()) for k in (1, 2, 3)]
 
 
 def test_incomplete_or_foreign_shards_are_refused_by_name(project):
