@@ -29,12 +29,16 @@ def _progress(label: str, total: int):
 @click.option("--store", "store_path", type=click.Path(dir_okay=False),
               help="feature store file: reused if it exists (and matches), written otherwise "
                    "[default: OUT.features.safetensors]")
-@click.option("--kind", type=click.Choice(["float32", "int8"]), default="float32", show_default=True)
+@click.option("--kind", type=click.Choice(["float32", "int8"]), default="float32", show_default=True,
+              help="head weights to export: float32, or int8 quantized from the float32 readout")
 @click.option("--warm-start", "warm_start_dir", type=click.Path(file_okay=False, exists=True),
               help="continue training this (zero-layer) head artifact on the same base")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--epochs", default=100, show_default=True, type=click.IntRange(min=1))
-@click.option("--learning-rate", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--seed", default=0, show_default=True, type=int,
+              help="seed of a new head's initial weights and of the mini-batch order")
+@click.option("--epochs", default=100, show_default=True, type=click.IntRange(min=1),
+              help="passes over the train split")
+@click.option("--learning-rate", default=0.1, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Adam's learning rate")
 @click.option("--target-risk", default=0.1, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="largest acceptable error rate among acted-on requests")
 @click.option("--delta", default=0.05, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),

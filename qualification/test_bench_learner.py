@@ -13,7 +13,8 @@ CONFIG, LAYOUT, UPDATES, MICROBATCH, MICROBATCHES = "seed-small", "appended", 8,
 PREDECESSOR_SPEEDUP = 4.7  # the predecessor design's GPU figure, the goal it set (recorded as seed_speedup)
 RECORDED = ("device", "config", "layout", "updates", "microbatch", "production_seconds", "production_bytes_sent",
             "kernel_update_seconds_median", "learner_update_seconds_median", "kernel_update_seconds",
-            "learner_update_seconds", "kernel_bytes_sent_per_update", "peak_rss_bytes", "peak_device_bytes",
+            "learner_update_seconds", "kernel_bytes_sent_per_update", "peak_rss_bytes", "baseline_rss_bytes",
+            "peak_device_bytes",
             "learner_bytes", "parent_bytes", "final_tail_sha256", "machine", "kernel_cpu_seconds",
             "kernel_wall_seconds", "learner_cpu_seconds", "learner_wall_seconds", "owner_compute_seconds_median",
             "handoff_seconds_median")
@@ -29,6 +30,14 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
     assert figures["compared_updates"] == UPDATES
     assert not figures["mismatches"], f"kernel and learner differ: {figures['mismatches']}"
     assert figures["final_tail_equal"], figures["final_tail_sha256"]
+    # Each process's memory after start is its own: ranks 0 and 1 are the owners, rank 2 the
+    # kernel's learner rank (docs/evolution.md), as the group recorded them when it started; the
+    # feature learner is a process of its own, started by bench.
+    started = [info["rss"] for info in evolution_group.start_info]
+    baseline = figures["baseline_rss_bytes"]
+    assert [baseline[name] for name in ("owner0", "owner1", "kernel_learner_rank")] == started, (baseline, started)
+    assert sorted(baseline) == ["feature_learner", "kernel_learner_rank", "owner0", "owner1"], baseline
+    assert isinstance(baseline["feature_learner"], int) and baseline["feature_learner"] > 0, baseline
     benchmark.extra_info.update({k: figures[k] for k in RECORDED})
     benchmark.extra_info.update(speedup=round(figures["speedup"], 4),
                                 flop_model_limit=round(figures["flop_model"]["limit"], 4),

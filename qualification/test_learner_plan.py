@@ -81,6 +81,29 @@ def test_plan_prints_the_documented_bytes(config, batches, microbatch):
             "head_replica_bytes": head}, exact
 
 
+# docs/evolution.md, "Storage": the predecessor design's 13.82 GB for one FP32 stream of its
+# 128-batch schedule is, at width 2048, 13,180 positions per batch; parent-1.7b is width 2048, sequence 1024.
+PREDECESSOR_GB, PREDECESSOR_POSITIONS, WIDTH, SEQUENCE = 13.82, 13180, 2048, 1024
+
+
+@pytest.mark.laya_claim("learner.plan.storage")
+@pytest.mark.parametrize("args, microbatch", [([], 8), (["--microbatch", "3", "--updates", "7"], 3)])
+def test_plan_sets_the_predecessors_stream_beside_its_own(args, microbatch):
+    """Only for parent-1.7b over 128 batches (the defaults), the last line compares the predecessor
+    design's stream with this projection's, in positions per batch."""
+    assert round(PREDECESSOR_GB * 1e9 / (128 * WIDTH * 4)) == PREDECESSOR_POSITIONS  # the doc's own arithmetic
+    out = CliRunner().invoke(evolve, ["plan", *args])
+    assert out.exit_code == 0, out.output
+    ours = 128 * microbatch * SEQUENCE * WIDTH * 4 / 1e9
+    assert out.output.splitlines()[-1] == (
+        f"seed: one FP32 stream for the 128-batch schedule occupies {PREDECESSOR_GB} GB; this projection: "
+        f"{ours:.2f} GB ({microbatch} x {SEQUENCE} positions per batch); the seed's figure corresponds to "
+        f"{PREDECESSOR_POSITIONS} positions per batch at width {WIDTH}")
+    for other in (["--batches", "127"], ["--config", "seed-small"], ["--config", "tiny", "--batches", "128"]):
+        out = CliRunner().invoke(evolve, ["plan", *other])
+        assert out.exit_code == 0 and "seed: " not in out.output, (other, out.output)
+
+
 @pytest.mark.laya_claim("learner.plan.storage")
 @pytest.mark.parametrize("layout", sorted(STREAMS))
 def test_a_written_packet_holds_the_planned_bytes(tmp_path_factory, layout):

@@ -72,6 +72,24 @@ def test_clopper_pearson_and_binomial_match_scipy(n, fraction, delta):
 
 
 @pytest.mark.laya_claim("train.certify.bound")
+@pytest.mark.parametrize("errors, n, p", [
+    (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0.5),  # empty: an empty answer, not an error
+    (np.zeros((2, 0), dtype=np.int64), 3, np.full((1, 0), 0.2)),
+    (5, 7, 0.3),  # scalars: a 0-d answer
+    ([-1, -2], [3, 4], 0.5),  # no count is below 0: every p-value 0
+    ([0, 2, 5, 9], [0, 2, 3, 9], [0.3, 0.1, 0.9, 0.5]),  # errors >= n: 1
+    ([[0], [1], [4]], [[1, 4, 8]], [[0.05], [0.5], [0.95]]),  # broadcast to 3 x 3
+])
+def test_binomial_cdf_is_scipys_elementwise_on_any_shape(errors, n, p):
+    """laya.thresholds.binomial_cdf is documented as P[Binomial(n, p) <= errors], elementwise: the
+    broadcast shape of its arguments, empty ones included, each element scipy's binomial cdf."""
+    expected = stats.binom.cdf(np.asarray(errors), np.asarray(n), np.asarray(p))
+    got = np.asarray(binomial_cdf(errors, n, p))
+    assert got.shape == np.broadcast_shapes(np.shape(errors), np.shape(n), np.shape(p)) == expected.shape
+    assert np.allclose(got, expected, rtol=1e-9, atol=1e-300), (got, expected)
+
+
+@pytest.mark.laya_claim("train.certify.bound")
 @given(outcomes=selective_outcomes(REFERENCE_GRID), target=st.sampled_from([0.05, 0.1, 0.2, 0.3]),
        delta=st.sampled_from([0.01, 0.05, 0.1, 0.2]), start=st.integers(0, len(REFERENCE_GRID) - 1) | st.none())
 @example(outcomes=([0.9] * 100, [True] * 100), target=0.1, delta=0.1, start=0)  # top of the grid fails: stop

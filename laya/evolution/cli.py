@@ -26,15 +26,19 @@ def evolve() -> None:
 def check_options(command):
     """The experiment options `laya evolve check` and `python -m laya.evolution.run check` share."""
     options = [
-        click.option("--layout", type=click.Choice(LAYOUTS), required=True),
-        click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="tiny", show_default=True),
-        click.option("--updates", type=int, default=8, show_default=True),
+        click.option("--layout", type=click.Choice(LAYOUTS), required=True,
+                     help="the trainable tail: appended (new blocks after the frozen prefix) or fixed-tail "
+                          "(the control: trainable copies of the last two blocks)"),
+        click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="tiny", show_default=True,
+                     help="the parent decoder's shape, by name"),
+        click.option("--updates", type=int, default=8, show_default=True, help="optimizer updates each arm runs"),
         click.option("--microbatch", type=int, default=2, show_default=True, help="rows per microbatch"),
         click.option("--microbatches", type=int, default=4, show_default=True, help="distinct microbatches, cycled"),
         click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
                      help="where every rank computes; cuda: a GPU per rank over NCCL when there are enough, "
                           "else all on cuda:0 with CPU hand-offs"),
-        click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None),
+        click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="also write the figures, the per-update rows and the state digests to this JSON file"),
     ]
     for option in reversed(options):
         command = option(command)
@@ -127,8 +131,10 @@ def check(layout: str, config_name: str, updates: int, microbatch: int, microbat
 
 
 @evolve.command()
-@click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="parent-1.7b", show_default=True)
-@click.option("--batches", type=int, default=128, show_default=True)
+@click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="parent-1.7b", show_default=True,
+              help="the parent decoder's shape, by name")
+@click.option("--batches", type=int, default=128, show_default=True,
+              help="batches in the schedule, a feature packet each")
 @click.option("--microbatch", type=int, default=8, show_default=True, help="rows per batch")
 @click.option("--updates", type=int, default=None, help="updates the schedule runs  [default: --batches, one pass]")
 def plan(config_name: str, batches: int, microbatch: int, updates: int | None) -> None:

@@ -310,6 +310,16 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("cli.help",
           "`laya --help` exits 0 listing every subcommand (base, evolve, info, predict, train), each "
           "with the start of its own help text, without importing torch."),
+    Claim("cli.reference",
+          "Every command of `laya` (laya, base, base import, evolve, evolve check, evolve plan, info, "
+          "predict, train; lazily loaded ones resolved through the group) declares exactly the CLI "
+          "reference shipped with the suite (laya-cli-reference.json, rendered as docs/cli.md): its help "
+          "text, subcommands and help options, and per argument and option, in order, the option "
+          "strings, metavar, type with its flags (choices, range bounds, path exists/file_okay/dir_okay), "
+          "required, default, show_default, help text, multiple and flag settings; and each command's "
+          "`--help` (80 columns) shows its usage and help text, lists its subcommands, and gives every "
+          "option a row, in declared order, with its option strings, help text, [required], shown "
+          "default, metavar and choices."),
     Claim("artifact.info",
           "`laya info DIR --json` prints the artifact's head kind, budgets, tasks (name, max "
           "options, temperature, thresholds) and every manifest entry (role, path, sha256) as "
@@ -343,7 +353,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "serialized final tail; feature-production time, median per-update times of both arms, "
           "bytes sent, peak memory, their speedup, the FLOP-model limit and the limit from measured "
           "times (owners' prefix compute + hand-offs + step, over the step) were recorded, with the "
-          "machine's load average and each process's CPU seconds next to its wall time."),
+          "machine's load average and each process's CPU seconds next to its wall time, and each "
+          "process's memory after start under its own name (owner 0, owner 1 and the kernel's learner "
+          "rank: what their group recorded for ranks 0, 1 and 2 when it started)."),
     # --- train: frozen features, zero-layer heads, calibration, certification, export --
     Claim("train.store.identity",
           "A frozen feature store is refused (FeatureStoreMismatch naming the field) for a base "
@@ -395,7 +407,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "T = 1; where the fit would (the listed seeds), T is exactly 1 with outcome not_better and "
           "equal recorded NLLs before and after."),
     Claim("train.certify.bound",
-          "The Clopper-Pearson bound and binomial p-values equal scipy's; the certifier equals a "
+          "The Clopper-Pearson bound and binomial p-values equal scipy's (the p-values elementwise, in "
+          "the broadcast shape of their arguments, empty ones included); the certifier equals a "
           "reference fixed-sequence procedure (documented grid, dev_cal start, stop at the first "
           "failure) on random outcome sets; in simulation, certified thresholds' true acted error "
           "exceeds the target no more often than delta allows, and where every threshold's risk "
@@ -561,8 +574,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "`laya evolve plan` prints, for every named configuration and both layouts, per-packet "
           "bytes = microbatch x sequence x width x 4 per stream (1 stream appended, 2 fixed-tail), "
           "per-stream bytes = batches x that, total = streams x per-stream, head replica = "
-          "4 x (vocab x width + 2 x width); and a packet the runtime writes holds exactly the "
-          "planned tensor bytes."),
+          "4 x (vocab x width + 2 x width); for parent-1.7b over 128 batches (its defaults), and for no "
+          "other schedule, it ends with the predecessor design's 13.82 GB stream beside its own per-stream "
+          "figure and the 13180 positions per batch that figure means at width 2048 (docs/evolution.md); "
+          "and a packet the runtime writes holds exactly the planned tensor bytes."),
     Claim("learner.plan.transfer",
           "`laya evolve plan` prints, per layout, the bytes one prefix request sends: ids = microbatch x "
           "sequence x 8 (learner to owner 0), activations = microbatch x sequence x width x 4 (owner 0 to "
