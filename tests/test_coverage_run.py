@@ -138,6 +138,90 @@ def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
     assert contexts(kept) == {"tests": 2, "testsWithSubprocesses": 1}
 
 
+SHARED_MODULE = """
+def prepare():
+    return "prepared"
+
+
+def serve(line):
+    return line.upper()
+
+
+def per_test():
+    return "mine"
+"""
+
+SHARED_TESTS = '''
+import subprocess
+import sys
+
+import pytest
+
+import laya.m
+
+SERVER = "import sys, laya.m\\nfor line in sys.stdin:\\n    print(laya.m.serve(line.strip()), flush=True)"
+
+
+@pytest.fixture(scope="session")
+def server():
+    assert laya.m.prepare() == "prepared"
+    proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    yield proc
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+
+
+def ask(server, word):
+    server.stdin.write(word + "\\n")
+    server.stdin.flush()
+    return server.stdout.readline().strip()
+
+
+def test_first_user(server):
+    assert ask(server, "a") == "A"
+
+
+def test_second_user(server):
+    assert ask(server, "b") == "B"
+
+
+def test_no_user():
+    assert laya.m.per_test() == "mine"
+'''
+
+
+def test_what_a_shared_fixture_runs_belongs_to_every_test_that_uses_it(tmp_path):
+    """A session fixture's setup, and the process it keeps for the session, run once, under
+    whichever test came first; a mutant there changes what every user of the fixture gets,
+    so every user is one of its covering tests (and no other test is)."""
+    from laya_qual.mutant_run import covering_tests
+
+    root = tmp_path / "root"
+    (root / "laya").mkdir(parents=True)
+    (root / "laya_qual").mkdir()
+    (root / "laya" / "__init__.py").write_text("")
+    (root / "laya" / "m.py").write_text(SHARED_MODULE)
+    (root / "laya_qual" / "__init__.py").write_text("")
+    (root / "test_t.py").write_text(SHARED_TESTS)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / f"{CONTEXT_MODULE}.py").write_text(CONTEXT_PLUGIN)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    data_file, rc = data_dir / ".coverage", tmp_path / "coveragerc"
+    rc.write_text(rcfile(data_file, root))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "test_t.py", *pytest_args(rc)], cwd=root, capture_output=True, text=True,
+                          env=top_level_env(PYTHONPATH=str(root)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    combine(rc, data_dir, data_file)
+    lines = covering_tests(data_file, root)["laya/m.py"]
+    users = {"test_t.py::test_first_user", "test_t.py::test_second_user"}
+    assert lines[3] == users  # prepare(), in the test process, while the fixture was set up
+    assert lines[7] == users  # serve(), in the process the fixture keeps
+    assert lines[11] == {"test_t.py::test_no_user"}
+    assert contexts(data_file) == {"tests": 1, "testsWithSubprocesses": 0}  # a fixture is no test
+
+
 def _results(tmp_path: Path, **changes) -> Path:
     """A finished laya-qual coverage results file and its data file beside it."""
     (tmp_path / "c.coverage").write_bytes(b"coverage data stand-in")

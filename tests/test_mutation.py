@@ -103,6 +103,9 @@ def test_the_harness_digests_do_not_depend_on_the_layout(tmp_path):
     changed = code_digests(installed)["harness"]
     assert changed["laya_qual"] == code_digests(checkout)["harness"]["laya_qual"]
     assert changed["laya_qual.suite"] != code_digests(checkout)["harness"]["laya_qual.suite"]
+    reference = installed["laya_qual.suite"] / "laya-cli-reference.json"  # shipped data decides verdicts too
+    reference.write_text(reference.read_text() + " ")
+    assert code_digests(installed)["harness"]["laya_qual.suite"] != changed["laya_qual.suite"]
 
 
 def _sample_results(tmp_path: Path, **changes) -> Path:

@@ -12,8 +12,10 @@ process group spawns, pytest runs in a subprocess. ``patch = _exit`` saves the d
 a process that ends through ``os._exit``, and ``sigterm = True`` that of one terminated
 by SIGTERM (the ranks a failing group stops). A small pytest plugin (``CONTEXT_MODULE``,
 written into the copy) labels what a subprocess executes with the test that started
-it (``<node id>|subprocess``), so a figure per test, hence per claim, can be derived
-from the data. The data files are combined, their paths made relative to the
+it (``<node id>|subprocess``), and what a fixture wider than one test runs, in process
+or in the processes it keeps, with that fixture (``shared:<fixture>|...``, read as
+every test that used it), so a figure per test, hence per claim, can be derived from
+the data. The data files are combined, their paths made relative to the
 installed layout (``laya/...``, ``laya_qual/...``, ``laya_qual/suite/...``), and kept
 next to the results, whose JSON names its sha256.
 
@@ -49,6 +51,8 @@ PATCHES = ("subprocess", "_exit")
 # The pytest plugin that labels subprocess data with the test that started the subprocess.
 CONTEXT_MODULE = "laya_qual_cov_contexts"
 SUBPROCESS = "subprocess"
+# The label of what a fixture wider than one test ran (``shared:<fixture>|...``).
+SHARED = "shared:"
 _PRAGMA = "pragma"  # spelled apart so that this module's own lines never read as a pragma
 # Any no-cover / no-branch pragma, reason or not (what the checker looks for).
 ANY_PRAGMA = re.compile(r"#\s*" + _PRAGMA + r"\s*:?\s*no\s*(cover|branch)\b(.*)$", re.IGNORECASE)
@@ -58,25 +62,76 @@ EXCLUDE_LINE = r"[#]\s*" + _PRAGMA + r":\s*no cover\s*[—–-]+\s*\S"
 PARTIAL_BRANCH = r"[#]\s*" + _PRAGMA + r":\s*no branch\s*[—–-]+\s*\S"
 _REASON = re.compile(r"^\s*[—–-]+\s*(\S.*?)\s*$")
 
-CONTEXT_PLUGIN = '''"""Loaded by laya-qual coverage runs (-p): before each test, the coverage configuration a
-subprocess inherits (coverage.py's patch = subprocess) is given the static context
-"<node id>|subprocess", so what a subprocess executes is labelled with the test that ran it."""
+CONTEXT_PLUGIN = '''"""Loaded by laya-qual coverage runs (-p): labels what runs with the tests it runs for.
+
+- Before each test, the coverage configuration a subprocess inherits (coverage.py's patch =
+  subprocess) is given the static context "<node id>|subprocess", so what a subprocess
+  executes is labelled with the test that ran it.
+- While a fixture wider than one test (session, package, module or class scope) is set up,
+  what runs is labelled "shared:<fixture>|setup" in this process and "shared:<fixture>|subprocess"
+  in the processes it starts (a process group kept for the whole session): its value serves
+  every test that uses it, not only the test that happened to set it up.
+- Each process writes the fixtures every test it ran used (item.fixturenames, the closure)
+  to uses-<pid>.json beside the coverage data, so those labels can be read as those tests.
+"""
 import base64
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 _VAR = "COVERAGE_PROCESS_CONFIG"
+SHARED = "shared:"
+_uses = {}
+_data_dir = []
+
+
+def _label_subprocesses(label):
+    data = os.environ.get(_VAR)
+    if data:
+        config = json.loads(base64.b64decode(data.encode()).decode())
+        config["context"] = label + "|subprocess"
+        os.environ[_VAR] = base64.b64encode(json.dumps(config).encode()).decode()
+
+
+def _coverage():
+    import coverage
+
+    return coverage.Coverage.current()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
-    data = os.environ.get(_VAR)
-    if data:
-        config = json.loads(base64.b64decode(data.encode()).decode())
-        config["context"] = item.nodeid + "|subprocess"
-        os.environ[_VAR] = base64.b64encode(json.dumps(config).encode()).decode()
+    _label_subprocesses(item.nodeid)
+    _uses[item.nodeid] = sorted(item.fixturenames)
+    cov = _coverage()
+    if cov is not None and not _data_dir:
+        _data_dir.append(Path(cov.config.data_file).resolve().parent)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.scope == "function":
+        yield
+        return
+    label = SHARED + fixturedef.argname
+    inherited = os.environ.get(_VAR)
+    _label_subprocesses(label)
+    cov = _coverage()
+    previous = cov.switch_context(label + "|setup") if cov is not None else None
+    try:
+        yield
+    finally:
+        if inherited is not None:
+            os.environ[_VAR] = inherited
+        if cov is not None:
+            cov.switch_context(previous)
+
+
+def pytest_sessionfinish(session):
+    if _uses and _data_dir:
+        (_data_dir[0] / f"uses-{os.getpid()}.json").write_text(json.dumps(_uses))
 '''
 
 
@@ -235,10 +290,21 @@ def contexts(data_file: Path) -> dict:
 
     data = CoverageData(basename=str(data_file))
     data.read()
-    names = data.measured_contexts()
-    tests = {c.rpartition("|")[0] for c in names if c}
+    names = [c for c in data.measured_contexts() if c and not c.startswith(SHARED)]  # shared: a fixture's
+    tests = {c.rpartition("|")[0] for c in names}
     started = {c.rpartition("|")[0] for c in names if c.endswith("|" + SUBPROCESS)}
     return {"tests": len(tests), "testsWithSubprocesses": len(started)}
+
+
+def fixture_uses(data_dir: Path) -> dict[str, set[str]]:
+    """Per fixture name, the node ids of the tests that used it, from the ``uses-<pid>.json``
+    files the context plugin left beside the coverage data (one per test process)."""
+    users: dict[str, set[str]] = {}
+    for path in sorted(data_dir.glob("uses-*.json")):
+        for test, fixtures in json.loads(path.read_text()).items():
+            for name in fixtures:
+                users.setdefault(name, set()).add(test)
+    return users
 
 
 sha256 = file_sha256  # of the coverage data file the results name

@@ -22,6 +22,10 @@ def evolution_group(request: pytest.FixtureRequest):
 
     group = Group(3, device=request.config.getoption("laya_device"), timeout_s=120.0)
     try:
+        # Started here rather than by the first job: a start that fails is the fixture's error in
+        # every test that needs the group, and the ranks it keeps are the fixture's, serving all
+        # of them (a coverage measurement labels what they run with the fixture, not one test).
+        group.start()
         yield group
     finally:
         group.close()

@@ -81,11 +81,22 @@ _COMPILE_TIME = re.compile(r"\b(yield|await)\b")
 
 def covering_tests(data_file: Path, root: Path) -> dict[str, dict[int, set[str]]]:
     """Per file of the copy (relative path) and executed line: the node ids of the tests
-    that ran it, in their own process or in one they started (``IMPORT`` for import time)."""
+    that ran it, in their own process or in one they started (``IMPORT`` for import time).
+    A line a fixture wider than one test ran while it was set up (``shared:<fixture>``, in
+    the test process or in a process the fixture started) belongs to every test that used
+    that fixture: its value, or the process it keeps, serves them all."""
     from coverage import CoverageData
 
     data = CoverageData(basename=str(data_file))
     data.read()
+    users = coverage_run.fixture_uses(data_file.parent)
+
+    def tests(context: str) -> set[str]:
+        label = context.rpartition("|")[0]
+        if label.startswith(coverage_run.SHARED):
+            return users.get(label.removeprefix(coverage_run.SHARED), set())
+        return {label}
+
     out: dict[str, dict[int, set[str]]] = {}
     resolved = root.resolve()
     for measured in data.measured_files():
@@ -94,7 +105,7 @@ def covering_tests(data_file: Path, root: Path) -> dict[str, dict[int, set[str]]
             continue
         by_line = data.contexts_by_lineno(measured)
         out[path.relative_to(resolved).as_posix()] = {
-            line: {c.rpartition("|")[0] for c in contexts} for line, contexts in by_line.items()}
+            line: set().union(*map(tests, contexts)) for line, contexts in by_line.items()}
     return out
 
 

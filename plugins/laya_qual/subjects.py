@@ -65,10 +65,12 @@ def dir_hash(per_file: dict[str, str]) -> str:
     return hashlib.sha256(lines.encode()).hexdigest()
 
 
-def source_digest(root: Path, nested: tuple[Path, ...] = ()) -> tuple[str, dict[str, str]]:
-    """dirHash of a Python source tree (its ``*.py`` files) and its per-file sha256s,
-    leaving out the ``nested`` directories (other packages' trees inside it)."""
-    per_file = {rel: file_sha256(p) for rel, p in _regular_files(Path(root), "*.py")
+def source_digest(root: Path, nested: tuple[Path, ...] = (),
+                  patterns: tuple[str, ...] = ("*.py",)) -> tuple[str, dict[str, str]]:
+    """dirHash of a Python source tree (its ``*.py`` files, or those matching ``patterns``)
+    and its per-file sha256s, leaving out the ``nested`` directories (other packages' trees
+    inside it)."""
+    per_file = {rel: file_sha256(p) for pattern in patterns for rel, p in _regular_files(Path(root), pattern)
                 if not any(p.is_relative_to(n) for n in nested)}
     return dir_hash(per_file), per_file
 
@@ -77,11 +79,14 @@ HARNESS_PACKAGES = ("laya_qual", "laya_qual.suite", "laya_qual.synth")
 
 
 def harness_digests(dirs: dict[str, Path]) -> dict[str, str]:
-    """dirHash of each harness package's own sources (import name -> directory given).
-    An install nests the suite and synth inside ``laya_qual/``, a checkout keeps them
-    apart (``qualification/``, ``fixtures/``): ``laya_qual``'s digest leaves them out, so
-    the same code has the same digests in either layout."""
-    return {name: source_digest(path, tuple(d for n, d in dirs.items() if n != name and d.is_relative_to(path)))[0]
+    """dirHash of each harness package's own files (import name -> directory given): its
+    ``*.py`` sources and the ``*.json`` data they ship (the traceability map, the CLI
+    reference), which decide verdicts as much as the code does. An install nests the suite
+    and synth inside ``laya_qual/``, a checkout keeps them apart (``qualification/``,
+    ``fixtures/``): ``laya_qual``'s digest leaves them out, so the same code has the same
+    digests in either layout."""
+    return {name: source_digest(path, tuple(d for n, d in dirs.items() if n != name and d.is_relative_to(path)),
+                                ("*.py", "*.json"))[0]
             for name, path in dirs.items()}
 
 
