@@ -79,10 +79,11 @@ def describe(root: click.Command | None = None, name: str = "laya") -> dict[str,
 
 
 def commands_on(path: str, root: click.Command | None = None) -> list[click.Command]:
-    """The command objects a user's ``path`` (``laya evolve check``) passes through, root first."""
+    """The command objects a user's ``path`` (``laya evolve check``) passes through, root first
+    (``root``: the command ``path``'s first word names, default `laya`)."""
     if root is None:
         from laya.cli import main as root
-    chain, ctx = [root], click.Context(root, info_name="laya", **root.context_settings)
+    chain, ctx = [root], click.Context(root, info_name=path.split()[0], **root.context_settings)
     for name in path.split()[1:]:
         command = chain[-1].get_command(ctx, name)
         if command is None:
@@ -156,10 +157,23 @@ def label(param: dict[str, Any]) -> str:
     return max(param["opts"], key=len)
 
 
+def usage_word(param: dict[str, Any]) -> str:
+    """An argument as click's usage line writes it: ``NAME``, ``[NAME]`` when optional, then
+    ``...`` when it takes many."""
+    word = label(param) if param["required"] else f"[{label(param)}]"
+    return word + "..." * (param["nargs"] != 1)
+
+
 # --- what `--help` says ---------------------------------------------------------------------
 
 def _words(text: str) -> str:
     return " ".join(text.split())
+
+
+def _flowed(text: str) -> str:
+    """``text`` as --help's wrapped lines read once joined: click drops the ``\\b`` (keep these
+    lines) marker and may break a line after a hyphen, so ``dev-key`` can read ``dev- key``."""
+    return re.sub(r"(?<=-) ", "", _words(text.replace("\b", "")))
 
 
 def _shown_default(default: Any) -> str:
@@ -169,18 +183,19 @@ def _shown_default(default: Any) -> str:
 
 
 def help_problems(path: str, entry: dict[str, Any], output: str) -> list[str]:
-    """What ``output``, the `--help` of command ``path`` (prog name ``laya``), fails to say of the
-    reference ``entry``: its usage and help text, each subcommand, and per option, in the
-    option's own row: its option strings, help text, ``[required]``, shown default, metavar
-    or choices."""
+    """What ``output``, the `--help` of command ``path`` (prog name: ``path``'s first word),
+    fails to say of the reference ``entry``: its usage (each argument as click writes it:
+    ``[NAME]`` when optional, ``NAME...`` when it takes many) and help text, each subcommand,
+    and per option, in the option's own row: its option strings, help text, ``[required]``,
+    shown default, metavar or choices."""
     found = []
     usage = output.split("\n", 1)[0]
     if not usage.startswith(f"Usage: {path} "):
         found.append(f"{path}: the usage line is {usage!r}")
     for param in (p for p in entry["params"] if p["kind"] == "argument"):
-        if label(param) not in usage.split():
+        if usage_word(param) not in usage.split():
             found.append(f"{path} {label(param)}: not in the usage line {usage!r}")
-    if entry["help"] and _words(entry["help"]) not in _words(output):
+    if entry["help"] and _flowed(entry["help"]) not in _flowed(output):
         found.append(f"{path}: the help text is not in --help")
     if "subcommands" in entry:
         listed = output.partition("\nCommands:\n")[2]
@@ -205,13 +220,16 @@ def help_problems(path: str, entry: dict[str, Any], output: str) -> list[str]:
         name = f"{path} {label(param)}"
         found += [f"{name}: --help's row lacks {opt!r}" for opt in param["opts"] + param["secondary_opts"]
                   if opt not in row.replace(",", " ").split()]
-        if param["help"] and _words(param["help"]) not in row:
+        if param["help"] and _flowed(param["help"]) not in _flowed(row):
             found.append(f"{name}: --help's row lacks its help text {param['help']!r}")
         if param["required"] and "[required]" not in row:
             found.append(f"{name}: --help's row does not say [required]")
         show = param.get("show_default")
-        if show and param["default"] is not None and not (param["is_flag"] and param["default"] is False):
-            shown = f"default: {_shown_default(param['default'])}" if show is True else f"default: ({show})"
+        pair = param["is_flag"] and param["secondary_opts"]  # --x/--no-x: click shows the chosen one's name
+        if show and param["default"] is not None and not (param["is_flag"] and not pair and param["default"] is False):
+            value = (re.sub(r"^(\W)\1?", "", (param["opts"] if param["default"] else param["secondary_opts"])[0])
+                     if pair else _shown_default(param["default"]))
+            shown = f"default: {value}" if show is True else f"default: ({show})"
             if not re.search(rf"(?:\[|; ){re.escape(shown)}[;\]]", row):
                 found.append(f"{name}: --help's row does not show [{shown}]")
         elif "[default:" in row and "[default:" not in (param["help"] or ""):
@@ -270,20 +288,25 @@ def default_text(param: dict[str, Any]) -> str:
     return "" if param["default"] is None else f"`{_shown_default(param['default'])}`"
 
 
-def markdown(commands: dict[str, dict[str, Any]]) -> str:
-    lines = ["# The `laya` command line", "",
-             "Generated from the qualification suite's `laya-cli-reference.json` by "
-             "`python -m laya_qual.suite.cli_reference --markdown`; do not edit by hand. The claim "
-             "`cli.reference` checks that the installed `laya` declares exactly these commands, options, "
-             "types, defaults and help texts, and that each command's `--help` says them.", "",
-             "Every command also takes " + ", ".join(f"`{o}`" for o in commands["laya"]["help_option_names"])
+LAYA_PREAMBLE = ("# The `laya` command line", "",
+                 "Generated from the qualification suite's `laya-cli-reference.json` by "
+                 "`python -m laya_qual.suite.cli_reference --markdown`; do not edit by hand. The claim "
+                 "`cli.reference` checks that the installed `laya` declares exactly these commands, options, "
+                 "types, defaults and help texts, and that each command's `--help` says them.", "")
+
+
+def markdown(commands: dict[str, dict[str, Any]], preamble: tuple[str, ...] = LAYA_PREAMBLE) -> str:
+    """The option reference page of ``commands`` (their root first), under ``preamble``'s lines."""
+    root = next(iter(commands))
+    lines = [*preamble,
+             "Every command also takes " + ", ".join(f"`{o}`" for o in commands[root]["help_option_names"])
              + " (print its help and exit). An empty default means the option is unset unless given.", ""]
     for path, entry in commands.items():
         arguments = [p for p in entry["params"] if p["kind"] == "argument"]
-        usage = f"{path} [OPTIONS]" + "".join(f" {label(p)}" for p in arguments)
+        usage = f"{path} [OPTIONS]" + "".join(f" {usage_word(p)}" for p in arguments)
         lines += [f"## `{path}`", "", "```", usage + (" COMMAND [ARGS]..." if "subcommands" in entry else ""), "```", ""]
         if entry["help"]:
-            lines += [inspect.cleandoc(entry["help"]), ""]
+            lines += [re.sub("^\x08\n", "", inspect.cleandoc(entry["help"]), flags=re.M), ""]  # click's \b line
         if "subcommands" in entry:
             lines += ["Commands: " + ", ".join(f"`{path} {s}`" for s in entry["subcommands"]) + ".", ""]
         if entry["params"]:

@@ -26,7 +26,9 @@ from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path
                                load_signer, public_key_path)
 from laya_qual.verify import VerifyError, read_statements, verify_bundle
 
-DEV_KEY = dev_key_path()
+# The per-user development key (signing.dev_key_path) as --help names it: the same words on every
+# machine, so the option reference (tests/laya-qual-cli-reference.json) holds everywhere.
+DEV_KEY = "$XDG_CACHE_HOME/laya-qual/dev-key (~/.cache/laya-qual/dev-key without it)"
 # laya-qual verify exit codes (docs/report-format.md): 0 authentic and acceptable,
 # 1 not authentic or inconsistent (or unreadable), 2 usage, 3 authentic but its result
 # or a required claim falls short.
