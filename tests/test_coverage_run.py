@@ -95,28 +95,36 @@ def test_in_a_subprocess():
 '''
 
 
-def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
-    """A throwaway layout (laya/, laya_qual/) measured the way laya-qual coverage measures
-    the suite: what only a subprocess executes is counted, under the test that started it;
-    a reasoned pragma excludes its line, a bare one does not."""
+def measured_layout(tmp_path: Path, module: str, tests: str) -> tuple[Path, Path, Path]:
+    """``(root, data file, rc file)``: a throwaway layout (laya/m.py holding ``module``,
+    laya_qual/, test_t.py holding ``tests``) whose tests ran the way laya-qual coverage runs
+    the suite, the data combined."""
     root = tmp_path / "root"
     (root / "laya").mkdir(parents=True)
     (root / "laya_qual").mkdir()
     (root / "laya" / "__init__.py").write_text("")
-    (root / "laya" / "m.py").write_text(MODULE)
+    (root / "laya" / "m.py").write_text(module)
     (root / "laya_qual" / "__init__.py").write_text("")
-    (root / "test_t.py").write_text(TESTS)
+    (root / "test_t.py").write_text(tests)
     (root / "pytest.ini").write_text("[pytest]\n")
     (root / f"{CONTEXT_MODULE}.py").write_text(CONTEXT_PLUGIN)
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     data_file, rc = data_dir / ".coverage", tmp_path / "coveragerc"
     rc.write_text(rcfile(data_file, root))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_t.py",
-                           *pytest_args(rc)], cwd=root, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "test_t.py", *pytest_args(rc)], cwd=root, capture_output=True, text=True,
                           env=top_level_env(PYTHONPATH=str(root)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     combine(rc, data_dir, data_file)
+    return root, data_file, rc
+
+
+def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
+    """A throwaway layout (laya/, laya_qual/) measured the way laya-qual coverage measures
+    the suite: what only a subprocess executes is counted, under the test that started it;
+    a reasoned pragma excludes its line, a bare one does not."""
+    root, data_file, rc = measured_layout(tmp_path, MODULE, TESTS)
     packages, files = figures(rc, data_file, root)
     m = files["laya/m.py"]
     lines = MODULE.splitlines()
@@ -196,24 +204,7 @@ def test_what_a_shared_fixture_runs_belongs_to_every_test_that_uses_it(tmp_path)
     so every user is one of its covering tests (and no other test is)."""
     from laya_qual.mutant_run import covering_tests
 
-    root = tmp_path / "root"
-    (root / "laya").mkdir(parents=True)
-    (root / "laya_qual").mkdir()
-    (root / "laya" / "__init__.py").write_text("")
-    (root / "laya" / "m.py").write_text(SHARED_MODULE)
-    (root / "laya_qual" / "__init__.py").write_text("")
-    (root / "test_t.py").write_text(SHARED_TESTS)
-    (root / "pytest.ini").write_text("[pytest]\n")
-    (root / f"{CONTEXT_MODULE}.py").write_text(CONTEXT_PLUGIN)
-    data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    data_file, rc = data_dir / ".coverage", tmp_path / "coveragerc"
-    rc.write_text(rcfile(data_file, root))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "test_t.py", *pytest_args(rc)], cwd=root, capture_output=True, text=True,
-                          env=top_level_env(PYTHONPATH=str(root)))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    combine(rc, data_dir, data_file)
+    root, data_file, _ = measured_layout(tmp_path, SHARED_MODULE, SHARED_TESTS)
     lines = covering_tests(data_file, root)["laya/m.py"]
     users = {"test_t.py::test_first_user", "test_t.py::test_second_user"}
     assert lines[3] == users  # prepare(), in the test process, while the fixture was set up
