@@ -231,7 +231,8 @@ def test_scope_says_what_is_not_qualified(made):
     assert set(scope) == {"statement", "notQualified"}
     statement = _flat(scope["statement"])
     assert "mechanics only" in statement
-    for word in ("parity", "pins", "cache", "cancellation", "exactness", "recorded"):
+    for word in ("parity", "pins", "cache", "cancellation", "exactness", "recorded", "real-domain accuracy",
+                 "latency", "throughput", "memory", "other hardware"):
         assert word in statement, word
     assert "unaccepted model nomination" in statement and "domain validation" in statement
     items = [_flat(i) for i in scope["notQualified"]]

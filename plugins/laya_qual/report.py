@@ -35,7 +35,7 @@ SCOPE = {
     "statement": (
         "This report qualifies mechanics only: parity, pins, cache, cancellation and exactness "
         "of the laya runtime and its artifacts on the environment recorded here. It does not "
-        "qualify real-domain accuracy, nor latency or throughput on any other hardware. "
+        "qualify real-domain accuracy, nor latency, throughput or memory on any other hardware. "
         "Artifacts loaded here remain unaccepted model nominations that need domain validation "
         "before use."
     ),
