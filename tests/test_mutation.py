@@ -90,15 +90,25 @@ def test_kill_rate_is_refused_for_other_code(tmp_path):
 
 def test_the_harness_digests_do_not_depend_on_the_layout(tmp_path):
     """A checkout keeps the suite and synth apart from laya_qual/, an install nests them
-    in it: figures measured in one layout must be recognised by a run in the other."""
+    in it: figures measured in one layout must be recognised by a run in the other. Both
+    layouts are built here from whichever one this run imports."""
+    import shutil
+
     from laya_qual.mutation import build_root, installed_layout
 
-    checkout = installed_layout()
-    assert not checkout["laya_qual.suite"].is_relative_to(checkout["laya_qual"])
-    root = build_root(tmp_path / "installed", checkout)
+    here = installed_layout()
+    root = build_root(tmp_path / "installed", here)
     installed = {name: root / rel for name, rel in LAYOUT.items()}
+    checkout = {"laya": tmp_path / "checkout" / "laya", "laya_qual": tmp_path / "checkout" / "plugins" / "laya_qual",
+                "laya_qual.suite": tmp_path / "checkout" / "qualification",
+                "laya_qual.synth": tmp_path / "checkout" / "fixtures"}
+    others = {here["laya_qual.suite"], here["laya_qual.synth"]}
+    for name, target in checkout.items():
+        shutil.copytree(here[name], target, ignore=lambda d, names: [
+            n for n in names if n == "__pycache__" or Path(d, n) in others])
     assert installed["laya_qual.suite"].is_relative_to(installed["laya_qual"])
-    assert code_digests(installed) == code_digests(checkout)
+    assert not checkout["laya_qual.suite"].is_relative_to(checkout["laya_qual"])
+    assert code_digests(installed) == code_digests(checkout) == code_digests(here)
     (installed["laya_qual.suite"] / "test_extra.py").write_text("")  # a suite file counts for the suite alone
     changed = code_digests(installed)["harness"]
     assert changed["laya_qual"] == code_digests(checkout)["harness"]["laya_qual"]
@@ -198,3 +208,16 @@ def test_mutate_kills_and_spares_on_a_tiny_selection(tmp_path):
     assert result["summary"]["survivors"] == ["cache.overhead-changed"]
     assert result["code"] == code_digests() and result["scope"] == ["request.validation"]
     assert "all               1     2   50.0%" in proc.stdout
+
+
+def test_a_run_started_with_sigint_ignored_gives_its_children_sigint_back():
+    """A shell without job control starts `cmd &` with SIGINT ignored, and every process it
+    starts inherits that; the measured runs must not (a test interrupting a child would hang)."""
+    probe = ("import signal, subprocess, sys\n"
+             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             "from laya_qual.mutation import deliverable_sigint\n"
+             "deliverable_sigint()\n"
+             "child = 'import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)'\n"
+             "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip())\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True", out.stderr

@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from laya_qual.mutation import (LAYOUT, MutationError, build_root, check_shadowing, code_digests, installed_layout,
-                                run_suite)
+from laya_qual.mutation import (LAYOUT, MutationError, build_root, check_shadowing, code_digests,
+                                deliverable_sigint, installed_layout, run_suite)
 from laya_qual.subjects import file_sha256
 
 FORMAT = "laya-qual-coverage-v1"
@@ -383,6 +383,7 @@ def main(*, hypothesis_seed: int | None, workers: int, output: Path | None, scop
     """``laya-qual coverage``: measure, write, print the figures and the most-missed runtime files."""
     import secrets
 
+    deliverable_sigint()
     seed = secrets.randbelow(2**31) if hypothesis_seed is None else hypothesis_seed
     output = output or Path("reports") / f"coverage-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
     output.parent.mkdir(parents=True, exist_ok=True)

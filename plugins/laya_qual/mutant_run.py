@@ -41,7 +41,7 @@ from laya_qual import coverage_run
 from laya_qual.mutants import Mutant, population, sample
 from laya_qual.mutation import _SUMMARY as _FAILURE
 from laya_qual.mutation import (BaselineRed, MutationError, RunResult, build_root, check_shadowing, child_env,
-                                code_digests, installed_layout, run_suite)
+                                code_digests, deliverable_sigint, installed_layout, run_suite)
 
 FORMAT = "laya-qual-mutant-sample-v1"
 CONFIDENCE = 0.95
@@ -422,6 +422,7 @@ def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, tim
 
     from laya_qual.mutation import _progress as progress
 
+    deliverable_sigint()
     reasons = read_equivalents(equivalents)
     everything = population(installed_layout())
     try:

@@ -136,6 +136,17 @@ def mutate_root(root: Path, defect: Defect) -> None:
     path.write_text(apply_text(defect, path.read_text()))
 
 
+def deliverable_sigint() -> None:
+    """Give SIGINT back its default disposition when this process inherited it ignored.
+    A shell without job control (a script's ``cmd &``, some CI runners) starts background
+    commands with SIGINT ignored, and an ignored signal stays ignored across exec in every
+    process they start: a measured test that interrupts a child with SIGINT would then
+    wait for it forever, and the baseline would be red for the launcher's sake. A handled
+    signal is reset to its default at exec, so the children start as they would anywhere."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def child_env(root: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a top-level run
     env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
@@ -414,6 +425,7 @@ def main(*, seeds: int, hypothesis_seed: int | None, workers: int, jobs: int, co
     """``laya-qual mutate``: run, write the results JSON, print the table; the exit status."""
     import secrets
 
+    deliverable_sigint()
     defects = DEFECTS
     if only:
         unknown = sorted(set(only) - {d.id for d in DEFECTS})
