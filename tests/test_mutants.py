@@ -253,3 +253,32 @@ def test_covering_tests_come_fastest_first():
     times = {"t.py::slow": 9.0, "t.py::quick": 0.5, "t.py::middle": 2.0}
     assert Baseline({"laya/m.py": {2: tests}}, times, 0.0).covering(m)[0] == [
         "t.py::a_untimed", "t.py::b_untimed", "t.py::quick", "t.py::middle", "t.py::slow"]
+
+
+@pytest.mark.parametrize("file, order", [
+    ("laya_qual/m.py", ["covering suite tests", "covering project tests", "whole suite"]),
+    ("laya/m.py", ["covering suite tests", "whole suite", "covering project tests"]),
+])
+def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mutant(file, order):
+    """Either killer counts for a harness mutant, so its covering project tests run before a
+    whole-suite run; a runtime mutant counts only when the suite kills it, so the project's
+    tests come last (for the record of what they would have caught)."""
+    from laya_qual.mutant_run import Baseline, SampleRun
+
+    (m,) = [m for m in module_mutants("def f(x):\n    return x < 3\n", file) if m.operator == "compare"]
+    run = SampleRun.__new__(SampleRun)  # its stages alone, no copy of the packages
+    run.confirm, run.tests_dir = True, Path("tests")
+    run.suite = Baseline({file: {2: {"s.py::a"}}}, {"s.py::a": 1.0}, 10.0)
+    run.tests = Baseline({file: {2: {"t.py::b"}}}, {"t.py::b": 1.0}, 10.0)
+    ran = []
+    run._covering_suite = lambda root, covering: ran.append("covering suite tests") or {"outcome": "passed"}
+    run._tests = lambda root, mutant: ran.append("covering project tests") or {"outcome": "passed"}
+    run._whole_suite = lambda root: ran.append("whole suite") or {"outcome": "passed"}
+    plan = run._plan(Path("copy"), m)
+    for _, stage in plan:
+        stage()
+    assert ran == order
+    assert [killer for killer, _ in plan] == [{"covering suite tests": "suite", "whole suite": "suite"}.get(s, "tests/")
+                                             for s in order]
+    run.confirm = False  # no whole-suite confirmation of a mutant its covering tests missed
+    assert len(run._plan(Path("copy"), m)) == 2

@@ -233,34 +233,45 @@ class SampleRun:
     def _workers(self, serial: float) -> int:
         return self.workers if serial > SERIAL_LIMIT_S else 0
 
-    def _suite_stages(self, root: Path, m: Mutant, stages: list[dict]) -> str | None:
-        """The covering suite tests, then (unless ``confirm`` is off) the whole suite."""
-        covering, _, at_import = self.suite.covering(m)
-        verdict = None
-        if covering:
-            serial = self.suite.serial(covering)
-            r = run_suite(root, seed=self.hypothesis_seed, workers=self._workers(serial), tests=covering,
-                          timeout=self._budget(serial))
-            stages.append(_stage("covering tests", r, len(covering)))
-            verdict = _killed(r)
-        if verdict is None and (self.confirm or at_import or not covering):
-            r = run_suite(root, seed=self.hypothesis_seed, workers=self.workers, claims=self.scope,
-                          timeout=self._budget(self.suite.seconds))
-            stages.append(_stage("suite", r))
-            verdict = _killed(r)
-        return verdict
+    def _covering_suite(self, root: Path, covering: list[str]) -> dict:
+        serial = self.suite.serial(covering)
+        r = run_suite(root, seed=self.hypothesis_seed, workers=self._workers(serial), tests=covering,
+                      timeout=self._budget(serial))
+        return _stage("covering tests", r, len(covering))
 
-    def _tests_stage(self, root: Path, m: Mutant, stages: list[dict]) -> str | None:
-        """The project's tests that executed one of the mutant's lines (all of them if one
-        ran only at import time)."""
-        covering, executed, at_import = self.tests.covering(m)
-        if not executed:
-            return None
+    def _whole_suite(self, root: Path) -> dict:
+        """Every suite test of the baseline, fastest first: the run stops at its first failure,
+        so a mutant a quick test kills does not wait for the slow ones."""
+        r = run_suite(root, seed=self.hypothesis_seed, workers=self.workers, tests=_fastest_first(self.suite),
+                      timeout=self._budget(self.suite.seconds))
+        return _stage("suite", r)
+
+    def _tests(self, root: Path, m: Mutant) -> dict:
+        """The project's tests that executed one of the mutant's lines (all of them, fastest
+        first, if one ran only at import time)."""
+        covering, _, at_import = self.tests.covering(m)
         serial = self.tests.seconds if at_import else self.tests.serial(covering)
         r = _run_tests_dir(root, self.tests_dir, self._workers(serial), self._budget(serial),
-                           tests=() if at_import else covering)
-        stages.append(_stage("tests/", r, None if at_import else len(covering)))
-        return _killed(r)
+                           tests=_fastest_first(self.tests) if at_import else covering)
+        return _stage("tests/", r, None if at_import else len(covering))
+
+    def _plan(self, root: Path, m: Mutant) -> list[tuple[str, Callable[[], dict]]]:
+        """(killer, stage) in the order they run, cheapest first; the first stage that kills
+        ends the mutant. A harness mutant counts as killed by the suite or by the project's
+        tests, so the tests that executed it come before a whole-suite run; a runtime mutant
+        counts only when the suite kills it, and the project's tests come last, for the record."""
+        covering, executed, at_import = self.suite.covering(m)
+        by_tests = self.tests_dir is not None and self.tests.covering(m)[1]
+        plan: list[tuple[str, Callable[[], dict]]] = []
+        if executed and covering:
+            plan.append(("suite", lambda: self._covering_suite(root, covering)))
+        if by_tests and is_harness(m):
+            plan.append(("tests/", lambda: self._tests(root, m)))
+        if executed and (self.confirm or at_import or not covering):
+            plan.append(("suite", lambda: self._whole_suite(root)))
+        if by_tests and not is_harness(m):
+            plan.append(("tests/", lambda: self._tests(root, m)))
+        return plan
 
     def run_mutant(self, m: Mutant, index: int) -> dict:
         covering, executed, _ = self.suite.covering(m)
@@ -271,11 +282,12 @@ class SampleRun:
             root = Path(shutil.copytree(self.pristine, self.tmp / f"m{index}"))
             path = root / m.file
             path.write_text(m.apply(path.read_text()))
-            verdict = self._suite_stages(root, m, stages) if executed else None
-            killed_by = "suite" if verdict else None
-            if verdict is None and executed_by_tests:
-                verdict = self._tests_stage(root, m, stages)
-                killed_by = "tests/" if verdict else None
+            for killer, stage in self._plan(root, m):
+                stages.append(stage())
+                verdict = _verdict(stages[-1])
+                if verdict:
+                    killed_by = killer
+                    break
             shutil.rmtree(root, ignore_errors=True)
         if not executed:
             stages.insert(0, {"stage": "not executed by the suite", "outcome": "not run", "firstFailure": None,
@@ -338,8 +350,14 @@ def _failed_tests(junit: Path) -> list[str]:
                    if case.find("failure") is not None or case.find("error") is not None})
 
 
-def _killed(r: RunResult) -> str | None:
-    return {"failed": "failed", "timeout": "timeout"}.get(r.outcome)
+def _fastest_first(baseline: Baseline) -> list[str]:
+    """Every test of a baseline run, the quickest first."""
+    return sorted(baseline.times, key=lambda t: (baseline.times[t], t))
+
+
+def _verdict(stage: dict) -> str | None:
+    """Whether a stage killed the mutant: ``failed``, ``timeout`` (counted as killed, listed apart), or None."""
+    return {"failed": "failed", "timeout": "timeout"}.get(stage["outcome"])
 
 
 def _stage(name: str, r: RunResult, tests: int | None = None) -> dict:
