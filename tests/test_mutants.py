@@ -108,6 +108,7 @@ def test_a_sample_is_a_reproducible_uniform_draw(whole_population):
     assert first == sample(whole_population, 300, seed=11)
     assert len(set(first)) == 300 and set(first) <= set(whole_population)
     assert first == random.Random(11).sample(whole_population, 300)
+    assert first[:40] == sample(whole_population, 40, seed=11)  # a time-boxed run's first K: the sample of K
     assert first != sample(whole_population, 300, seed=12)
     with pytest.raises(ValueError, match="a sample of 0 from a population"):
         sample(whole_population, 0, seed=1)
@@ -151,7 +152,7 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     (["--population", "--sample", "3"], "--population --sample N needs --seed"),
     (["--sample", "3", "--seeds", "2"], "it does not take --seeds"),
     (["--sample", "3", "--only", "cache.overhead-changed"], "it does not take --only"),
-    (["--seed", "3"], "--seed, --equivalents and --tests-dir go with --sample"),
+    (["--seed", "3"], "--seed, --equivalents, --tests-dir and --time-box go with --sample"),
     (["--sample", "0"], "0 is not in the range x>=1"),
 ])
 def test_sample_options_that_do_not_fit_are_usage_errors(args, message):
@@ -282,3 +283,31 @@ def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mut
                                              for s in order]
     run.confirm = False  # no whole-suite confirmation of a mutant its covering tests missed
     assert len(run._plan(Path("copy"), m)) == 2
+
+
+def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
+    """No mutant starts once the box has closed; every started one finishes; the figure is
+    that of the first K drawn, which is the sample --sample K draws with the same seed."""
+    import time
+
+    from laya_qual.mutant_run import SampleRun
+
+    drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
+    run = SampleRun.__new__(SampleRun)  # the scheduling alone: no copy, no baseline, no pytest
+    run.mutants, run.jobs, run.time_box, run.confirm, run.scope = drawn, 1, 0.5, True, []
+    run.digests, run.population_size, run.seed, run.hypothesis_seed, run.workers = {}, 5, 1, 7, 0
+    run.baseline, run.progress, run.checkpoint = dict, lambda message: None, lambda partial: None
+
+    def measured(m, index):
+        time.sleep(0.3)
+        return {"id": m.id, "key": m.key, "part": "runtime", "status": "killed", "killedBy": "suite",
+                "executed": True, "executedByTests": False, "coveringTests": 1, "seconds": 0.3}
+
+    run.run_mutant = measured
+    result = run.run()
+    assert result["complete"] and result["sample"] == 2  # started at 0 s and 0.3 s; the box closed at 0.5 s
+    assert result["timeBox"] == {"minutes": round(0.5 / 60, 2), "requestedSample": 5, "closed": True}
+    assert [r["key"] for r in result["mutants"]] == [m.key for m in drawn[:2]]
+    assert (result["summary"]["killed"], result["summary"]["total"]) == (2, 2)
+    run.time_box = None  # without a box every drawn mutant is measured
+    assert run.run()["sample"] == 5

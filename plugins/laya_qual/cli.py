@@ -546,8 +546,11 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
               help="JSON {mutant key: written reason}: survivors listed there count as equivalent")
 @click.option("--tests-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="with --sample: also run this directory of the project's own tests on a mutant the suite misses")
+@click.option("--time-box", type=click.FloatRange(min=0, min_open=True), metavar="MINUTES",
+              help="with --sample: start no mutant after MINUTES from the run's start; the figure is the first K "
+                   "drawn (the sample --sample K draws), every started one finished")
 def mutate(sample: int | None, seed: int | None, population: bool, equivalents: Path | None,
-           tests_dir: Path | None, **options) -> None:
+           tests_dir: Path | None, time_box: float | None, **options) -> None:
     """Run the suite against every seeded defect of the catalogue, or (--sample N) against
     automatic mutants drawn without choice; print the kill rate."""
     from laya_qual.mutation import MutationError, main as run_mutation
@@ -556,9 +559,9 @@ def mutate(sample: int | None, seed: int | None, population: bool, equivalents: 
         if population:
             sys.exit(_print_population(sample, seed))
         if sample:
-            sys.exit(_run_sample(sample, seed, equivalents, tests_dir, options))
-        if seed is not None or equivalents or tests_dir:
-            raise click.UsageError("--seed, --equivalents and --tests-dir go with --sample")
+            sys.exit(_run_sample(sample, seed, equivalents, tests_dir, time_box, options))
+        if seed is not None or equivalents or tests_dir or time_box:
+            raise click.UsageError("--seed, --equivalents, --tests-dir and --time-box go with --sample")
         sys.exit(run_mutation(**options))
     except MutationError as e:
         raise click.ClickException(str(e)) from None
@@ -588,7 +591,7 @@ def _draw(everything: list, size: int, seed: int) -> list:
 
 
 def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir: Path | None,
-                options: dict) -> int:
+                time_box: float | None, options: dict) -> int:
     from laya_qual.mutant_run import main as run_sample
 
     catalogue_only = {"seeds": 1, "only": ()}
@@ -601,7 +604,7 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
                       timeout=options["timeout"], equivalents=equivalents, tests_dir=tests_dir,
                       output=options["output"], require_rate=options["require_rate"],
                       scope=[p for p in (options["claims"] or "").split(",") if p],
-                      confirm=options["confirm"], jobs=options["jobs"])
+                      confirm=options["confirm"], jobs=options["jobs"], time_box=time_box)
 
 
 @main.command("coverage")

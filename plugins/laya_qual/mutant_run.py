@@ -153,8 +153,9 @@ class SampleRun:
     def __init__(self, mutants: Sequence[Mutant], *, population_size: int, seed: int, hypothesis_seed: int,
                  workers: int, equivalents: dict[str, str], tests_dir: Path | None, timeout: float | None,
                  progress: Callable[[str], None], checkpoint: Callable[[dict], None] = lambda r: None,
-                 scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1):
+                 scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1, time_box: float | None = None):
         self.mutants, self.population_size, self.seed, self.scope = list(mutants), population_size, seed, scope
+        self.time_box = time_box  # seconds from the run's start after which no mutant starts
         self.hypothesis_seed, self.workers, self.timeout = hypothesis_seed, workers, timeout
         self.equivalents, self.tests_dir = equivalents, tests_dir and tests_dir.resolve()
         self.confirm, self.jobs = confirm, jobs
@@ -305,6 +306,12 @@ class SampleRun:
                 **({"reason": reason} if reason else {}), "stages": stages,
                 "seconds": round(sum(s["seconds"] for s in stages), 1)}
 
+    def _started_in_time(self, m: Mutant, index: int, t0: float) -> dict | None:
+        """The mutant's record, or None when the time box closed before it could start."""
+        if self.time_box is not None and time.monotonic() - t0 >= self.time_box:
+            return None
+        return self.run_mutant(m, index)
+
     def run(self) -> dict:
         started, t0 = _now(), time.monotonic()
         result = {"format": FORMAT, "code": self.digests, "population": self.population_size,
@@ -314,10 +321,12 @@ class SampleRun:
         result["baseline"] = self.baseline()
         done: dict[int, dict] = {}
         lock = threading.Lock()
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            futures = {pool.submit(self.run_mutant, m, i): i for i, m in enumerate(self.mutants)}
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:  # starts them in index order
+            futures = {pool.submit(self._started_in_time, m, i, t0): i for i, m in enumerate(self.mutants)}
             for future in as_completed(futures):
                 record = future.result()
+                if record is None:
+                    continue
                 with lock:
                     done[futures[future]] = record
                     records = [done[i] for i in sorted(done)]
@@ -326,6 +335,17 @@ class SampleRun:
                                   f"{', never executed' if never_run(record) else ''})")
                     self.checkpoint(result | {"mutants": records, "summary": summarize(records)})
         records = [done[i] for i in sorted(done)]
+        if self.time_box is not None:
+            # Mutants start in index order and every started one finishes, so the measured ones are
+            # the first K of the draw (with this seed, the sample --sample K draws). Two jobs racing
+            # past the box's end can leave one gap; what follows it is dropped, by position alone.
+            first_gap = next((i for i in range(len(self.mutants)) if i not in done), len(self.mutants))
+            records = records[:first_gap]
+            if not records:
+                raise MutationError(f"the time box ({self.time_box / 60:g} minutes) closed before any mutant started")
+            result |= {"sample": len(records), "timeBox": {"minutes": round(self.time_box / 60, 2),
+                                                           "requestedSample": len(self.mutants),
+                                                           "closed": len(records) < len(self.mutants)}}
         return result | {"complete": True, "mutants": records, "summary": summarize(records),
                          "finishedOn": _now(), "wallSeconds": round(time.monotonic() - t0, 1)}
 
@@ -433,9 +453,10 @@ def read_equivalents(path: Path | None) -> dict[str, str]:
 
 def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, timeout: float | None,
          equivalents: Path | None, tests_dir: Path | None, output: Path | None, require_rate: float | None,
-         scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1) -> int:
+         scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1, time_box: float | None = None) -> int:
     """``laya-qual mutate --sample N``: draw, run, write the results, print the summary;
-    exit 1 on a wrong equivalence reason or a lower bound below ``require_rate``."""
+    exit 1 on a wrong equivalence reason or a lower bound below ``require_rate``. With
+    ``time_box`` (minutes), no mutant starts after that long: the first K drawn are measured."""
     import secrets
 
     from laya_qual.mutation import _progress as progress
@@ -452,7 +473,7 @@ def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, tim
     output.parent.mkdir(parents=True, exist_ok=True)
     run = SampleRun(drawn, population_size=len(everything), seed=seed, hypothesis_seed=h_seed, workers=workers,
                     equivalents=reasons, tests_dir=tests_dir, timeout=timeout, progress=progress, scope=scope,
-                    confirm=confirm, jobs=jobs,
+                    confirm=confirm, jobs=jobs, time_box=None if time_box is None else time_box * 60,
                     checkpoint=lambda partial: output.write_text(json.dumps(partial, indent=2) + "\n"))
     progress(f"{size} of {len(everything)} mutants drawn with seed {seed}; hypothesis seed {h_seed}; "
              f"copies under {run.tmp}")
@@ -462,6 +483,10 @@ def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, tim
         run.close()
     output.write_text(json.dumps(result, indent=2) + "\n")
     s = result["summary"]
+    box = result.get("timeBox")
+    if box and box["closed"]:
+        print(f"the time box of {box['minutes']:g} minutes closed after {result['sample']} of the "
+              f"{box['requestedSample']} drawn mutants: the figure is the first {result['sample']}'s")
     print(f"killed {s['killed']} of {s['total']} sampled mutants ({s['equivalent']} equivalent set apart), "
           f"population {result['population']}, sample seed {seed}: rate {s['rate']:.1%}, "
           f"95% lower bound {s['lowerBound95']:.1%}")
