@@ -379,16 +379,21 @@ def test_no_absolute_local_path_is_signed(pytester, key, tmp_path_factory):
 
 @pytest.mark.laya_claim("report.xdist-equal")
 def test_suite_test_ids_do_not_depend_on_how_the_suite_was_started(pytester, key):
-    """The same suite test by file path, by --pyargs and by --laya-qualify: one id."""
+    """The same suite test by file path, by --pyargs and by --laya-qualify: one id; so
+    too a Hypothesis state machine, whose ``runTest`` pytest locates in Hypothesis's
+    own file rather than the suite's."""
     from laya_qual.subjects import package_dir
 
     suite = package_dir("laya_qual.suite")
     expected = "laya_qual/suite/test_report_signing.py::test_pae_is_dsse_v1"
-    for selection in ([str(suite / "test_report_signing.py")], ["--pyargs", "laya_qual.suite.test_report_signing"],
+    machine = "laya_qual/suite/test_cache.py::TestLruEviction::runTest"
+    for selection in ([str(suite / "test_report_signing.py"), str(suite / "test_cache.py")],
+                      ["--pyargs", "laya_qual.suite.test_report_signing", "laya_qual.suite.test_cache"],
                       ["--laya-qualify", str(suite)]):
-        _, tr, laya = run(pytester, key, *selection, "-k", "test_pae_is_dsse_v1")
-        assert tr["predicate"]["passedTests"] == [expected], selection
+        _, tr, laya = run(pytester, key, *selection, "-k", "test_pae_is_dsse_v1 or TestLruEviction")
+        assert tr["predicate"]["passedTests"] == [machine, expected], selection
         assert [e["test"] for e in by_id(laya)["report.interop"]["evidence"]] == [expected]
+        assert [e["test"] for e in by_id(laya)["cache.eviction"]["evidence"]] == [machine]
 
 
 @pytest.mark.laya_claim("report.signature")

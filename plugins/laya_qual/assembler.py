@@ -207,7 +207,7 @@ class Assembler:
         if evidence is None:
             return
         record = self.records.setdefault(
-            report.nodeid, {"test": self._test_id(report.nodeid, report.location[0]),
+            report.nodeid, {"test": evidence.test,
                             "claims": evidence.claims, "outcome": None, "duration": 0.0})
         record["outcome"] = _worse(_phase_outcome(report), record["outcome"])
         record["duration"] += report.duration
@@ -229,13 +229,10 @@ class Assembler:
             merged[test] = dict(record)
         return list(merged.values())
 
-    def _test_id(self, nodeid: str, location: str = "") -> str:
+    def _collection_errors(self) -> list[str]:
         from laya_qual.selection import report_test_id
 
-        return report_test_id(self.config, nodeid, location)
-
-    def _collection_errors(self) -> list[str]:
-        return sorted(self._test_id(n, n.partition("::")[0]) for n in self.collection_errors)
+        return sorted(report_test_id(self.config, n, n.partition("::")[0]) for n in self.collection_errors)
 
     def _hypothesis(self) -> dict:
         """The suite's Hypothesis settings and the command that replays this report's examples."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 CLAIM_PROPERTY = "laya_claims"
+TEST_PROPERTY = "laya_test"
 HYPOTHESIS_PROPERTY = "laya_hypothesis"
 BENCHMARK_PROPERTY = "laya_benchmark"
 _HYPOTHESIS_STATS = pytest.StashKey[dict]()
@@ -25,15 +26,19 @@ def collects_evidence(config: pytest.Config) -> bool:
     return bool(config.getoption("laya_report", None) or config.getoption("laya_evidence_out", None))
 
 
-def attach_claims(item: pytest.Item, ids: list[str]) -> None:
-    """Collection time: every phase report of ``item`` carries the claim ids it vouches for."""
+def attach_claims(item: pytest.Item, ids: list[str], test: str) -> None:
+    """Collection time: every phase report of ``item`` carries the claim ids it vouches
+    for and the id the report names it by (worked out here, where the item's file is
+    known: a report only has its node id and location)."""
     item.user_properties.append((CLAIM_PROPERTY, ids))
+    item.user_properties.append((TEST_PROPERTY, test))
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What one phase report of a claimed test carries, read back by property name."""
 
+    test: str
     claims: list[str]
     hypothesis: dict | None
     benchmark: dict | None
@@ -44,7 +49,7 @@ class Evidence:
         properties = {name: value for name, value in report.user_properties}
         if not properties.get(CLAIM_PROPERTY):
             return None
-        return cls(claims=list(properties[CLAIM_PROPERTY]), hypothesis=properties.get(HYPOTHESIS_PROPERTY),
+        return cls(test=properties[TEST_PROPERTY], claims=list(properties[CLAIM_PROPERTY]), hypothesis=properties.get(HYPOTHESIS_PROPERTY),
                    benchmark=properties.get(BENCHMARK_PROPERTY))
 
 

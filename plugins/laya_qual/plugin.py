@@ -255,7 +255,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not ids and in_suite:
             problems.append(f"{item.nodeid}: qualification test without @pytest.mark.laya_claim")
         if ids:
-            attach_claims(item, ids)
+            attach_claims(item, ids, selection.report_test_id(config, item.nodeid, item.path))
     if problems:
         raise pytest.UsageError("laya_qual claim rules broken:\n  " + "\n  ".join(problems))
     if config.getoption("laya_claims", None):

@@ -26,13 +26,16 @@ def _under(path: Path, root: Path) -> str | None:
         return None
 
 
-def test_id(nodeid: str, location: str, rootpath: Path, suite_dir: Path | None) -> str:
+def test_id(nodeid: str, file: Path | str, rootpath: Path, suite_dir: Path | None) -> str:
     """A suite test as ``laya_qual/suite/<file>::<name>`` whether it was collected by
     --laya-qualify, a path or --pyargs (which changes pytest's node id); any other test
-    keeps its node id. ``location`` is the report's file, relative to ``rootpath``."""
-    if suite_dir is None or not location:
+    keeps its node id. ``file`` is the file the test was collected from (absolute, or
+    relative to ``rootpath``): the item's path, not its report location, which for a
+    method inherited from another module (a Hypothesis state machine's ``runTest``)
+    names that other module."""
+    if suite_dir is None or not str(file):
         return nodeid
-    rel = _under((rootpath / location).resolve(), suite_dir.resolve())
+    rel = _under((rootpath / file).resolve(), suite_dir.resolve())
     if rel is None:
         return nodeid
     name = nodeid.partition("::")[2]

@@ -19,12 +19,12 @@ WORKER_KEY = "laya_selection"
 EVERY_HEAD = "every head"  # a test that serves every qualified head at once (qualified_heads)
 
 
-def report_test_id(config: pytest.Config, nodeid: str, location: str = "") -> str:
+def report_test_id(config: pytest.Config, nodeid: str, file: Path | str) -> str:
     """The id a report names a test by (the same on workers, the controller and every shard)."""
     from laya_qual.provenance import test_id
     from laya_qual.subjects import package_dir
 
-    return test_id(nodeid, location, config.rootpath, package_dir("laya_qual.suite"))
+    return test_id(nodeid, file, config.rootpath, package_dir("laya_qual.suite"))
 
 
 def _artifact_ids(config: pytest.Config) -> dict:
@@ -42,7 +42,7 @@ def describe(config: pytest.Config, item: pytest.Item, artifact_ids: dict) -> di
     callspec = getattr(item, "callspec", None)
     artifact = callspec.params.get("qualified_artifact") if callspec else None
     every_head = "qualified_heads" in getattr(item, "fixturenames", ())
-    return {"test": report_test_id(config, item.nodeid, item.location[0]), "claims": claim_ids(item),
+    return {"test": report_test_id(config, item.nodeid, item.path), "claims": claim_ids(item),
             "artifact": artifact_ids.get(artifact) if artifact else (EVERY_HEAD if every_head else None),
             "level": once_per(item) if artifact else None, "benchmark": is_benchmark(item)}
 
