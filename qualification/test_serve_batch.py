@@ -236,3 +236,11 @@ def test_bad_items_get_their_own_error(alone, data):
             with pytest.raises(error) as alone_error:
                 adapters.predict(*item)
             assert str(alone_error.value) == str(got)
+
+    # Nothing left to compute: the errors come back at once, without the gate or a check
+    # of the token, so a token that has fired does not turn them into Cancelled.
+    fired = CancelAfter(0)
+    only_bad = adapters.predict_many([bad[what][0] for kind, what in order if kind == "bad"], cancel=fired)
+    assert fired.checked == 0
+    assert [(type(e), str(e)) for e in only_bad] == [
+        (type(got), str(got)) for (kind, _), got in zip(order, results) if kind == "bad"]
