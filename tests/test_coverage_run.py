@@ -95,10 +95,10 @@ def test_in_a_subprocess():
 '''
 
 
-def measured_layout(tmp_path: Path, module: str, tests: str) -> tuple[Path, Path, Path]:
+def measured_layout(tmp_path: Path, module: str, tests: str, *, returncode: int = 0) -> tuple[Path, Path, Path]:
     """``(root, data file, rc file)``: a throwaway layout (laya/m.py holding ``module``,
     laya_qual/, test_t.py holding ``tests``) whose tests ran the way laya-qual coverage runs
-    the suite, the data combined."""
+    the suite (pytest exiting with ``returncode``), the data combined."""
     root = tmp_path / "root"
     (root / "laya").mkdir(parents=True)
     (root / "laya_qual").mkdir()
@@ -115,7 +115,7 @@ def measured_layout(tmp_path: Path, module: str, tests: str) -> tuple[Path, Path
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
                            "test_t.py", *pytest_args(rc)], cwd=root, capture_output=True, text=True,
                           env=top_level_env(PYTHONPATH=str(root)))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == returncode, proc.stdout + proc.stderr
     combine(rc, data_dir, data_file)
     return root, data_file, rc
 
@@ -211,6 +211,51 @@ def test_what_a_shared_fixture_runs_belongs_to_every_test_that_uses_it(tmp_path)
     assert lines[7] == users  # serve(), in the process the fixture keeps
     assert lines[11] == {"test_t.py::test_no_user"}
     assert contexts(data_file) == {"tests": 1, "testsWithSubprocesses": 0}  # a fixture is no test
+
+
+RUNS_TESTS = """
+import unittest
+
+
+class Inherited:  # a Hypothesis state machine's TestCase gets runTest from Hypothesis's module
+    def runTest(self):
+        pass
+
+
+class TestMachine(Inherited, unittest.TestCase):
+    pass
+
+
+class TestGroup:
+    def test_in_a_class(self):
+        pass
+
+
+def test_red():
+    assert False
+
+
+def test_green():
+    pass
+"""
+
+
+def test_each_test_run_is_recorded_by_the_node_id_pytest_takes_back(tmp_path):
+    """A mutation stage names the tests it runs by node id; those of a class (a junit
+    report's dotted ``classname`` cannot tell a class from a module) must come back as
+    pytest takes them, with their seconds and whether they failed."""
+    from laya_qual.coverage_run import recorded_runs
+
+    root, data_file, _ = measured_layout(tmp_path, MODULE, RUNS_TESTS, returncode=1)
+    runs = recorded_runs(data_file.parent)
+    assert sorted(runs) == ["test_t.py::TestGroup::test_in_a_class", "test_t.py::TestMachine::runTest",
+                            "test_t.py::test_green", "test_t.py::test_red"]
+    assert [t for t, run in sorted(runs.items()) if run["failed"]] == ["test_t.py::test_red"]
+    assert all(run["seconds"] >= 0 for run in runs.values())
+    again = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                            *sorted(runs)], cwd=root, capture_output=True, text=True,
+                           env=top_level_env(PYTHONPATH=str(root)))
+    assert again.returncode == 1 and "1 failed, 3 passed" in again.stdout, again.stdout + again.stderr
 
 
 def _results(tmp_path: Path, **changes) -> Path:

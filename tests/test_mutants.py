@@ -115,9 +115,10 @@ def test_a_sample_is_a_reproducible_uniform_draw(whole_population):
 
 
 def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_path):
-    """Two mutants at once against request.validation's tests alone (a partial figure):
+    """Three mutants at once against request.validation's tests alone (a partial figure):
     one its covering tests kill, filed as equivalent by mistake; one on a line no process
-    executes, counted without a run, which its written reason sets apart."""
+    executes, counted without a run, which its written reason sets apart; one in a module
+    body, which goes to the whole (here: scoped) suite, every baseline test by node id."""
     from laya_qual.mutant_run import SampleRun
 
     layout = installed_layout()
@@ -125,27 +126,32 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     [killable] = [m for m in request if m.original == "len(options) < 2" and m.operator == "compare"]
     packets = module_mutants((layout["laya"] / "evolution" / "packets.py").read_text(), "laya/evolution/packets.py")
     spared = [m for m in packets if m.operator == "statement-dropped"][-1]  # inside a function
+    rendering = module_mutants((layout["laya"] / "rendering.py").read_text(), "laya/rendering.py")
+    [roles] = [m for m in rendering if m.function == "<module>" and m.operator == "statement-dropped"
+               and m.original.startswith("ROLE_FRAME")]
     reasons = {killable.key: "wrongly filed", spared.key: "request validation never writes an evolution packet"}
-    run = SampleRun([killable, spared], population_size=2, seed=0, hypothesis_seed=0, workers=0,
+    run = SampleRun([killable, spared, roles], population_size=3, seed=0, hypothesis_seed=0, workers=0,
                     equivalents=reasons, tests_dir=None, timeout=None, progress=lambda _: None,
                     scope=["request.validation"], jobs=2)
     try:
         result = run.run()
     finally:
         run.close()
-    first, second = result["mutants"]
+    first, second, third = result["mutants"]
     assert first["status"] == "wrongly-equivalent" and first["killedBy"] == "suite"
     assert first["coveringTests"] > 0 and [s["stage"] for s in first["stages"]] == ["covering tests"]
     assert first["stages"][0]["firstFailure"].startswith("laya_qual/suite/test_")
     assert second["status"] == "equivalent" and second["reason"] == reasons[spared.key]
     assert second["coveringTests"] == 0 and not second["executed"]
     assert [(s["stage"], s["seconds"]) for s in second["stages"]] == [("not executed by the suite", 0.0)]
+    assert third["status"] == "killed" and [s["stage"] for s in third["stages"]] == ["suite"]
+    assert third["stages"][0]["firstFailure"].startswith("laya_qual/suite/test_")
     assert result["summary"] | {"lowerBound95": None} == {
-        "killed": 1, "total": 1, "equivalent": 1, "rate": 1.0, "lowerBound95": None, "survivors": [],
-        "notExecuted": 0, "parts": {"runtime": {"killed": 1, "total": 1, "rate": 1.0, "lowerBound95": 0.05},
+        "killed": 2, "total": 2, "equivalent": 1, "rate": 1.0, "lowerBound95": None, "survivors": [],
+        "notExecuted": 0, "parts": {"runtime": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607},
                                     "harness": {"killed": 0, "total": 0, "rate": None, "lowerBound95": None}},
         "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": []}
-    assert result["scope"] == ["request.validation"] and result["population"] == 2
+    assert result["scope"] == ["request.validation"] and result["population"] == 3
 
 
 @pytest.mark.parametrize("args, message", [
@@ -212,20 +218,6 @@ def test_the_projects_tests_import_the_mutated_copy_not_the_projects_own_runtime
     tests_dir = Path(__file__).resolve().parent
     r = _run_tests_dir(root, tests_dir, 0, 600, tests=["tests/test_predict_batches.py"])
     assert r.outcome == "failed" and "the mutated copy was imported" in r.output, r.output[-2000:]
-
-
-def test_the_failed_tests_of_a_junit_report_are_named_by_node_id(tmp_path):
-    from laya_qual.mutant_run import _failed_tests
-
-    junit = tmp_path / "junit.xml"
-    junit.write_text(
-        '<testsuites><testsuite>'
-        '<testcase classname="tests.test_a" name="test_ok"/>'
-        '<testcase classname="tests.test_a" name="test_bad[SIGINT]"><failure message="x"/></testcase>'
-        '<testcase classname="tests.sub.test_b" name="test_setup"><error message="y"/></testcase>'
-        '<testcase classname="tests.test_a" name="test_skipped"><skipped/></testcase>'
-        '</testsuite></testsuites>')
-    assert _failed_tests(junit) == ["tests/sub/test_b.py::test_setup", "tests/test_a.py::test_bad[SIGINT]"]
 
 
 def test_a_module_level_mutant_goes_to_the_whole_suite_whatever_the_data_says():

@@ -72,7 +72,10 @@ CONTEXT_PLUGIN = '''"""Loaded by laya-qual coverage runs (-p): labels what runs 
   in the processes it starts (a process group kept for the whole session): its value serves
   every test that uses it, not only the test that happened to set it up.
 - Each process writes the fixtures every test it ran used (item.fixturenames, the closure)
-  to uses-<pid>.json beside the coverage data, so those labels can be read as those tests.
+  to uses-<pid>.json beside the coverage data, so those labels can be read as those tests,
+  and each test's seconds (every phase) and whether a phase failed to runs-<pid>.json, by
+  node id: a junit report names a test by a dotted class name that cannot always be turned
+  back into its node id (a class's tests: module or package?).
 """
 import base64
 import json
@@ -84,6 +87,7 @@ import pytest
 _VAR = "COVERAGE_PROCESS_CONFIG"
 SHARED = "shared:"
 _uses = {}
+_runs = {}
 _data_dir = []
 
 
@@ -129,9 +133,16 @@ def pytest_fixture_setup(fixturedef, request):
             cov.switch_context(previous)
 
 
+def pytest_runtest_logreport(report):
+    run = _runs.setdefault(report.nodeid, {"seconds": 0.0, "failed": False})
+    run["seconds"] += report.duration
+    run["failed"] = run["failed"] or report.failed
+
+
 def pytest_sessionfinish(session):
     if _uses and _data_dir:
         (_data_dir[0] / f"uses-{os.getpid()}.json").write_text(json.dumps(_uses))
+        (_data_dir[0] / f"runs-{os.getpid()}.json").write_text(json.dumps(_runs))
 '''
 
 
@@ -305,6 +316,15 @@ def fixture_uses(data_dir: Path) -> dict[str, set[str]]:
             for name in fixtures:
                 users.setdefault(name, set()).add(test)
     return users
+
+
+def recorded_runs(data_dir: Path) -> dict[str, dict]:
+    """Per node id, ``{"seconds", "failed"}`` of each test the measured processes ran, from
+    the ``runs-<pid>.json`` files the context plugin left beside the coverage data."""
+    runs: dict[str, dict] = {}
+    for path in sorted(data_dir.glob("runs-*.json")):
+        runs.update(json.loads(path.read_text()))
+    return runs
 
 
 sha256 = file_sha256  # of the coverage data file the results name

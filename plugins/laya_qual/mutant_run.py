@@ -184,12 +184,13 @@ class SampleRun:
         check_shadowing(root)
         data_dir = root / ".laya-coverage"
         data_dir.mkdir()
-        data, rc, junit = data_dir / ".coverage", root / ".coveragerc-laya", root / "junit.xml"
+        data, rc = data_dir / ".coverage", root / ".coveragerc-laya"
         rc.write_text(coverage_run.rcfile(data, root))
         self.progress(f"baseline: {name} under coverage (a context per test, subprocesses included), "
                       f"-n {self.workers}")
-        r = run(root, [*coverage_run.pytest_args(rc), f"--junitxml={junit}"])
-        red = _failed_tests(junit) if r.outcome == "failed" and junit.exists() else []
+        r = run(root, coverage_run.pytest_args(rc))
+        runs = coverage_run.recorded_runs(data_dir)  # by node id, as a stage names the tests it runs
+        red = sorted(t for t, recorded in runs.items() if recorded["failed"]) if r.outcome == "failed" else []
         if r.outcome == "failed" and red:
             again = rerun(root, red)
             self.progress(f"baseline: {len(red)} of {name} red under coverage; without it: {again.outcome}")
@@ -205,7 +206,7 @@ class SampleRun:
                 tests.difference_update(red)
                 if not tests:
                     del by_line[n]
-        measured = Baseline(lines, _times_by_test(junit), r.seconds, red)
+        measured = Baseline(lines, {t: recorded["seconds"] for t, recorded in runs.items()}, r.seconds, red)
         self.progress(f"baseline: {name} green in {r.seconds:.0f}s; {len(measured.times)} tests, "
                       f"{sum(map(len, measured.lines.values()))} lines executed"
                       + (f"; left out (red only under coverage): {', '.join(red)}" if red else ""))
@@ -348,26 +349,6 @@ class SampleRun:
                                                            "closed": len(records) < len(self.mutants)}}
         return result | {"complete": True, "mutants": records, "summary": summarize(records),
                          "finishedOn": _now(), "wallSeconds": round(time.monotonic() - t0, 1)}
-
-
-def _times_by_test(junit: Path) -> dict[str, float]:
-    """Serial seconds per test node id (``classname`` is the dotted module path)."""
-    import xml.etree.ElementTree as ET
-
-    out = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        module = case.get("classname", "").replace(".", "/") + ".py"
-        out[f"{module}::{case.get('name')}"] = float(case.get("time", 0.0))
-    return out
-
-
-def _failed_tests(junit: Path) -> list[str]:
-    """The node ids of the test cases a junit XML report records as failed or in error."""
-    import xml.etree.ElementTree as ET
-
-    return sorted({f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
-                   for case in ET.parse(junit).getroot().iter("testcase")
-                   if case.find("failure") is not None or case.find("error") is not None})
 
 
 def _fastest_first(baseline: Baseline) -> list[str]:
