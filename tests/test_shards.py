@@ -194,3 +194,21 @@ def test_plan_estimates_each_group_from_the_recorded_durations():
     assert rows[3] == ["artifact1-k", "(every", "artifact)", "1", "1", "20s", "(1", "never", "timed)"]
     # 4 claims, 5 tests; the suite pass's 62 s over 2 workers plus the 50 s benchmark pass: 81 s
     assert "total: 4 claims, 5 tests, 112s of test time; about 1.4 min wall on 2 worker(s)" in text
+
+
+def test_run_plan_prints_the_estimate_of_its_selection_and_runs_nothing(tmp_path, monkeypatch):
+    """`laya-qual run --plan` collects what `run` would run (extra pytest arguments included),
+    prints the groups and the estimate, and writes no report; it takes no run option."""
+    from click.testing import CliRunner
+
+    from laya_qual.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["run", "--plan", "--", "-k", "test_pae_is_dsse_v1 or TestLruEviction"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].split() == ["group", "claims", "tests", "estimate"]
+    assert "total: 2 claims, 2 tests, 2s of test time" in result.output
+    assert "no recorded durations yet" in result.output
+    assert not (tmp_path / "reports").exists()
+    refused = CliRunner().invoke(main, ["run", "--plan", "--out", "r.intoto.jsonl"])
+    assert refused.exit_code == 2 and "--plan runs nothing" in refused.output

@@ -166,6 +166,11 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.register_profile(derived, settings.get_profile(profile), verbosity=Verbosity[verbosity])
         profile = derived
     config.stash[_SUITE_PROFILE] = profile
+    if config.getoption("laya_benchmarks") == "exclude" and hasattr(config.option, "benchmark_disable"):
+        # Benchmarks are deselected after -k and -m (the selection must be what runs), which is
+        # after pytest-benchmark's own collection hook: disabled, it does not warn under xdist
+        # about benchmarks this run never runs. (Its configure is trylast: after this one.)
+        config.option.benchmark_disable = True
     if config.getoption("laya_qualify"):
         _point_at_suite(config)
     if asked_to_qualify(config):
@@ -236,13 +241,13 @@ def _keep_only(config: pytest.Config, items: list[pytest.Item], wanted) -> None:
         items[:] = [i for i in items if wanted(i)]
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuse unknown claim ids and claim-less qualification tests at collection time,
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """Refuse unknown claim ids and claim-less qualification tests among all collected,
     and attach the ids as plain data so xdist workers relay them to the controller.
-    tryfirst: pytest-benchmark must not see benchmark tests that --laya-benchmarks
-    deselected (it would warn that xdist disables them). The selection (and a shard of
-    it) is taken before benchmarks are set apart, so both passes of a run agree on it."""
+    A wrapper: the selection (and a shard of it, and a plan) is taken after every other
+    plugin's selection (-k, -m), so it is what will run; and before benchmarks are set
+    apart, so both passes of a run agree on it."""
     problems = []
     suite_items = False
     for item in items:
@@ -258,12 +263,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             attach_claims(item, ids, selection.report_test_id(config, item.nodeid, item.path))
     if problems:
         raise pytest.UsageError("laya_qual claim rules broken:\n  " + "\n  ".join(problems))
+    result = yield
     if config.getoption("laya_claims", None):
         _select_claims(config, items)
     selection.record(config, items)
     _select_benchmarks(config, items)
     if suite_items:
         enter_qualification(config)
+    return result
 
 
 def _select_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
