@@ -154,6 +154,31 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     assert result["scope"] == ["request.validation"] and result["population"] == 3
 
 
+def test_a_sample_run_from_the_command_line_writes_its_results_and_leaves_no_copies(tmp_path, whole_population):
+    """`laya-qual mutate --sample 1` end to end on one claim's tests (about half a minute):
+    no equivalence file, the results name the draw, and the mutated copies are removed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out, scratch = tmp_path / "sample.json", tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "mutate", "--sample", "1",
+                           "--seed", "3", "--claims", "request.validation", "--hypothesis-seed", "0", "-n", "0",
+                           "--no-confirm", "--output", out], capture_output=True, text=True, cwd=tmp_path,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+                          | {"TMPDIR": str(scratch)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    [drawn] = sample(whole_population, 1, seed=3)
+    assert [m["id"] for m in result["mutants"]] == [drawn.id]
+    assert (result["sample"], result["sampleSeed"], result["population"]) == (1, 3, len(whole_population))
+    assert result["scope"] == ["request.validation"] and not result["confirmWholeSuite"]
+    assert result["mutants"][0]["status"] in ("killed", "survived", "timeout")  # no reason was filed
+    assert list(scratch.glob("laya-mutants-*")) == [], "the mutated copies were left behind"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--population", "--sample", "3"], "--population --sample N needs --seed"),
     (["--sample", "3", "--seeds", "2"], "it does not take --seeds"),
@@ -231,7 +256,7 @@ def test_a_module_level_mutant_goes_to_the_whole_suite_whatever_the_data_says():
     seen = Baseline({"laya_qual/m.py": {1: {"t.py::a"}, 5: {"t.py::b"}}}, {}, 0.0)
     assert seen.covering(module_level) == (["t.py::a"], True, True)
     assert seen.covering(in_function) == (["t.py::b"], True, False)
-    unseen = Baseline({}, {}, 0.0)
+    unseen = Baseline()
     assert unseen.covering(module_level) == ([], True, True)
     assert unseen.covering(in_function) == ([], False, False)
 

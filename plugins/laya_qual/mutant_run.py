@@ -116,10 +116,11 @@ def _now() -> str:
 @dataclasses.dataclass
 class Baseline:
     """What one green run under coverage tells the mutants: which tests executed each
-    line (``covering_tests``), each test's serial seconds, and the run's seconds."""
-    lines: dict[str, dict[int, set[str]]]
-    times: dict[str, float]
-    seconds: float
+    line (``covering_tests``), each test's serial seconds, and the run's seconds; empty
+    until measured."""
+    lines: dict[str, dict[int, set[str]]] = dataclasses.field(default_factory=dict)
+    times: dict[str, float] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
     left_out: list[str] = dataclasses.field(default_factory=list)  # red only under coverage
 
     def covering(self, m: Mutant) -> tuple[list[str], bool, bool]:
@@ -166,8 +167,7 @@ class SampleRun:
         self.pristine = build_root(self.tmp / "pristine", self.layout)
         if code_digests(self.layout) != self.digests:
             raise MutationError("the installed packages changed while they were being copied")
-        self.suite = Baseline({}, {}, 0.0)
-        self.tests = Baseline({}, {}, 0.0)
+        self.suite, self.tests = Baseline(), Baseline()  # until measured
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -434,7 +434,7 @@ def read_equivalents(path: Path | None) -> dict[str, str]:
 
 def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, timeout: float | None,
          equivalents: Path | None, tests_dir: Path | None, output: Path | None, require_rate: float | None,
-         scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1, time_box: float | None = None) -> int:
+         scope: Sequence[str], confirm: bool, jobs: int, time_box: float | None) -> int:
     """``laya-qual mutate --sample N``: draw, run, write the results, print the summary;
     exit 1 on a wrong equivalence reason or a lower bound below ``require_rate``. With
     ``time_box`` (minutes), no mutant starts after that long: the first K drawn are measured."""
