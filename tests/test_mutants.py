@@ -261,6 +261,19 @@ def test_a_module_level_mutant_goes_to_the_whole_suite_whatever_the_data_says():
     assert unseen.covering(in_function) == ([], False, False)
 
 
+def test_what_runs_at_import_is_told_apart_from_what_runs_when_called():
+    """A decorator, a default and a class body run when the module is imported, like its
+    body; a function's or a method's body only when called."""
+    source = ("LIMIT = 30\n\n\n@register(tries=3)\ndef f(x, cap=5):\n    return x < LIMIT\n\n\n"
+              "class C:\n    SIZE = 7\n\n    def g(self, k=lambda: 2):\n        return self.SIZE + 1\n")
+    mutants = module_mutants(source, "laya/m.py")
+    at_import = {(m.original, m.replacement) for m in mutants if m.at_import}
+    called = {(m.original, m.replacement) for m in mutants if not m.at_import}
+    assert {("30", "31"), ("3", "4"), ("5", "6"), ("7", "8")} <= at_import
+    assert {("x < LIMIT", "(x <= LIMIT)"), ("self.SIZE + 1", "(self.SIZE - 1)"), ("2", "3")} <= called
+    assert not at_import & called
+
+
 def test_covering_tests_come_fastest_first():
     """A covering run stops at its first failure, so the quickest tests go first; ties and
     tests without a time keep their name order."""

@@ -132,11 +132,12 @@ class Baseline:
         found = [lines[n] for n in range(m.line, m.end_line + 1) if n in lines]
         tests = set().union(*found)
         fastest_first = sorted(tests - {IMPORT}, key=lambda t: (self.times.get(t, 0.0), t))
-        if m.function == "<module>" or (not found and _COMPILE_TIME.search(m.original)):
-            # A module body runs on import in every process, and the pytest processes import
-            # the harness and the runtime before coverage starts in them, so its lines show
-            # only in the subprocesses' data; dropping a yield changes what calling the
-            # function returns even where the yield never runs.
+        if m.at_import or (not found and _COMPILE_TIME.search(m.original)):
+            # A module body (and a class body, a decorator, a default) runs on import in every
+            # process, and the pytest processes import the harness and the runtime before
+            # coverage starts in them, so its lines show only in the subprocesses' data;
+            # dropping a yield changes what calling the function returns even where the
+            # yield never runs.
             return fastest_first, True, True
         return fastest_first, bool(found), IMPORT in tests
 

@@ -55,6 +55,7 @@ class Mutant:
     original: str
     replacement: str
     occurrence: int  # among the same (function, operator, original, replacement)
+    at_import: bool = False  # runs when the module is imported: its body, a class body, a decorator, a default
 
     @property
     def id(self) -> str:
@@ -191,18 +192,34 @@ def _skipped_children(node: ast.AST) -> set[int]:
     return {id(s) for s in skip}
 
 
-def _walk(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
-    """Every mutable node with its enclosing qualified name."""
-    def visit(node: ast.AST, scope: list[str]) -> Iterator[tuple[ast.AST, str]]:
+def _walk(tree: ast.Module) -> Iterator[tuple[ast.AST, str, bool]]:
+    """Every mutable node with its enclosing qualified name and whether it runs when the
+    module is imported: a function's decorators, defaults and annotations run where the
+    function is defined, its body only when it is called; a class body runs where the
+    class is defined."""
+    def visit(node: ast.AST, scope: list[str], at_import: bool) -> Iterator[tuple[ast.AST, str, bool]]:
         skipped = _skipped_children(node)
         inner = scope + [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
             else scope
+        called = _called_parts(node)
         for child in ast.iter_child_nodes(node):
             if id(child) in skipped:
                 continue
-            yield child, ".".join(inner) or "<module>"
-            yield from visit(child, inner)
-    yield from visit(tree, [])
+            child_at_import = at_import and id(child) not in called
+            yield child, ".".join(inner) or "<module>", child_at_import
+            yield from visit(child, inner, child_at_import)
+    yield from visit(tree, [], True)
+
+
+def _called_parts(node: ast.AST) -> set[int]:
+    """The ids of the children of ``node`` that run only when a function is called: a
+    def's or a lambda's body (not its defaults, annotations or decorators)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return {id(n) for n in node.body}
+    if isinstance(node, ast.Lambda):
+        return {id(node.body)}
+    return set()
+    return set()
 
 
 def _type_checking(node: ast.AST) -> bool:
@@ -222,7 +239,7 @@ def module_mutants(source: str, file: str) -> list[Mutant]:
     quiet = {id(n) for t in ast.walk(tree) if _type_checking(t) for n in ast.walk(t)}
     out: list[Mutant] = []
     seen: Counter = Counter()
-    for node, function in _walk(tree):
+    for node, function, at_import in _walk(tree):
         if id(node) in quiet or not hasattr(node, "end_lineno") or isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if NO_MUTATE in lines[node.lineno - 1]:
@@ -235,7 +252,7 @@ def module_mutants(source: str, file: str) -> list[Mutant]:
             replacement = "pass" if new is None else _spelled(new, node)
             ident = (function, operator, original, replacement)
             mutant = Mutant(file, node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, operator,
-                            function, original, replacement, seen[ident])
+                            function, original, replacement, seen[ident], at_import)
             if not replacement.startswith("(") and not _parses_in(mutant, lines, tops):
                 continue  # a parenthesized expression or ``pass`` is valid wherever its node was
             out.append(mutant)
