@@ -86,6 +86,23 @@ def test_keygen(tmp_path):
     one_line_error(cli("keygen", tmp_path / "k"), "already exists")
 
 
+def test_keygen_encrypts_only_with_the_password_from_the_environment(tmp_path, monkeypatch):
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    from laya_qual.signing import PASSWORD_ENV
+
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    refused = cli("keygen", tmp_path / "k", "--encrypt")
+    assert refused.exit_code == 2 and f"--encrypt needs the password in ${PASSWORD_ENV}" in refused.output
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(PASSWORD_ENV, "s3cret")
+    assert cli("keygen", tmp_path / "k", "--encrypt").exit_code == 0
+    pem = (tmp_path / "k").read_bytes()
+    with pytest.raises(TypeError):  # encrypted: no key without the password
+        load_pem_private_key(pem, password=None)
+    assert load_pem_private_key(pem, password=b"s3cret") is not None
+
+
 @pytest.mark.laya_claim("report.signature")
 def test_verify_ok_and_wrong_key(real, tmp_path):
     bundle, _, public = real

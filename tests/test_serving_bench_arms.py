@@ -46,3 +46,17 @@ def test_a_peer_whose_states_differ_is_refused(head_dir):
     padded[BATCH_SIZE - 1, 0, 0] += 10 * STATES_TOLERANCE
     with pytest.raises(ArmsDisagree, match=f"item {BATCH_SIZE - 1}: peer's states differ from laya's"):
         require_laya_states(base, work, padded, "peer")
+
+
+def test_mixed_lengths_reach_from_a_one_word_question_to_the_budget(head_dir):
+    """The batch workload spreads rendered lengths from the shortest request (a question of
+    one word, where the drawn target is shorter than two words' rendering) up to the
+    head's sequence budget, every item within it."""
+    base = laya.load_artifact_base(head_dir)
+    heads = laya.open_adapters({"h": head_dir}, base=base).heads
+    items = mixed_length_items(heads, 200, seed=3)
+    words = [len(request.question.split()) for _, request in items]
+    lengths = [len(base.render(request).token_ids) for _, request in items]
+    budget = max(head.config.sequence_budget for head in heads.values())
+    assert min(words) == 1 and max(lengths) <= budget
+    assert max(lengths) >= budget - 8, (max(lengths), budget)  # a target near the budget is drawn too

@@ -238,8 +238,26 @@ def test_reliability_points_are_the_recorded_bins(pages):
                 assert point.attrs["data-series"] == when
                 assert {k: float(point.attrs[f"data-{k}"]) for k in b} == b
                 assert near(point.attrs["cx"], x(b["confidence"])) and near(point.attrs["cy"], y(b["accuracy"]))
+            assert_axis_labels_outside(svg, "mean top probability")
             drawn += 1
     assert drawn == 4  # two tasks of the trained head, before and after
+
+
+def frame_box(svg: Node) -> tuple[float, float, float, float]:
+    """(left, top, right, bottom) of the plot area, in pixels."""
+    g = svg.one("g", **{"class": "plot-area"})
+    left, top, width, height = (float(g.attrs[f"data-{k}"]) for k in ("left", "top", "width", "height"))
+    return left, top, left + width, top + height
+
+
+def assert_axis_labels_outside(svg: Node, xlabel: str) -> None:
+    """The x axis's label sits centred below its tick labels, which sit below the plot."""
+    left, _, right, bottom = frame_box(svg)
+    texts = {t.content(): t.attrs for t in svg.all("text")}
+    label = texts[xlabel]
+    below = [float(a["y"]) for text, a in texts.items() if text != xlabel and float(a["y"]) > bottom]
+    assert below and float(label["y"]) > max(below), (label, below)
+    assert near(label["x"], (left + right) / 2)
 
 
 def test_certification_path_points_are_the_recorded_path(pages):
@@ -262,9 +280,17 @@ def test_certification_path_points_are_the_recorded_path(pages):
             assert near(point.attrs["cy"], y(step["risk_upper_bound"]))
         target = [n for n in svg.all("line") if "data-target-risk" in n.attrs]
         assert [float(n.attrs["data-target-risk"]) for n in target] == [certification["target_risk"]]
-        chosen = [float(n.attrs["data-chosen-threshold"]) for n in svg.all("line")
-                  if "data-chosen-threshold" in n.attrs]
-        assert chosen == ([task["act_threshold"]] if certification["certified"] else [])
+        left, top, right, bottom = frame_box(svg)
+        for line in target:  # across the plot at the target's height
+            assert [near(line.attrs[k], v) for k, v in (("x1", left), ("x2", right))] == [True, True]
+            assert near(line.attrs["y1"], y(certification["target_risk"])) and line.attrs["y1"] == line.attrs["y2"]
+        chosen = [n for n in svg.all("line") if "data-chosen-threshold" in n.attrs]
+        assert [float(n.attrs["data-chosen-threshold"]) for n in chosen] == (
+            [task["act_threshold"]] if certification["certified"] else [])
+        for line in chosen:  # from the top of the plot to its bottom at the chosen threshold
+            assert near(line.attrs["x1"], x(task["act_threshold"])) and line.attrs["x1"] == line.attrs["x2"]
+            assert (near(line.attrs["y1"], top), near(line.attrs["y2"], bottom)) == (True, True)
+        assert_axis_labels_outside(svg, "threshold (tested right to left)")
         drawn += 1
     assert drawn == 2
 
