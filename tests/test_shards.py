@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
+import sys
 
 import hypothesis.core
 import pytest
@@ -212,3 +214,17 @@ def test_run_plan_prints_the_estimate_of_its_selection_and_runs_nothing(tmp_path
     assert not (tmp_path / "reports").exists()
     refused = CliRunner().invoke(main, ["run", "--plan", "--out", "r.intoto.jsonl"])
     assert refused.exit_code == 2 and "--plan runs nothing" in refused.output
+
+
+def test_the_ini_file_names_the_artifacts_to_qualify(tmp_path):
+    """`laya_artifacts` in the ini file stands in for --laya-artifact: the suite's
+    artifact-facing tests are planned on that artifact, not on the synthetic default."""
+    from laya_qual.synth import write_artifact
+
+    write_artifact(tmp_path / "h", seed=5, head_kind="float32")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nlaya_artifacts = h\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "--laya-qualify", "-q", "-p", "no:cacheprovider",
+                    "--laya-plan", "plan.json"], cwd=tmp_path, env=env, capture_output=True, check=False)
+    artifacts = {t["artifact"] for t in json.loads((tmp_path / "plan.json").read_text())["tests"]}
+    assert artifacts - {None, "every head"} == {"artifact0-h"}
