@@ -354,3 +354,24 @@ def test_a_partial_run_end_to_end(tmp_path):
     assert "laya: statements" in proc.stdout and f"results: {out}" in proc.stdout
     with pytest.raises(pytest.UsageError, match="partial or unfinished run"):
         coverage(out, runtime=result["code"]["runtime"], harness=result["code"]["harness"])
+
+
+def test_a_scoped_coverage_run_from_the_command_line_keeps_its_data_and_leaves_no_copy(tmp_path):
+    """`laya-qual coverage --claims request.validation` end to end (about half a minute): a
+    partial figure of one claim's tests, the combined data kept beside the results under
+    the digest they name, its contexts those tests, and the copy removed."""
+    out, scratch = tmp_path / "cov.json", tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", "--claims",
+                           "request.validation", "-n", "0", "--hypothesis-seed", "0", "--output", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, env=top_level_env(TMPDIR=str(scratch)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    kept = tmp_path / result["dataFile"]
+    assert kept == out.with_suffix(".coverage") and result["dataDigest"] == coverage_run.sha256(kept)
+    assert result["scope"] == ["request.validation"] and result["complete"] and result["code"] == code_digests()
+    assert result["contexts"]["tests"] > 0 and result["contexts"] == contexts(kept)
+    laya = result["packages"]["laya"]
+    assert 0 < laya["statements"]["covered"] < laya["statements"]["total"]
+    assert "laya/request.py" in result["files"]
+    assert list(scratch.glob("laya-coverage-*")) == [], "the measured copy was left behind"
