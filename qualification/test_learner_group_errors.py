@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -181,19 +184,43 @@ def test_a_spawn_that_fails_part_way_leaves_nothing(private_tmp):
     assert not group.alive and list(private_tmp.iterdir()) == []
 
 
+LONE_ORCHESTRATOR = """
+import os, sys
+from pathlib import Path
+from laya.evolution.group import Group
+from laya_qual.suite.test_learner_group_errors import Mark, in_a_process_group
+group = Group(1, startup=Mark(Path(sys.argv[1])))
+print(group.run(in_a_process_group), flush=True)
+os._exit(0)  # dies without closing the group: no finalizer, nothing stops the worker
+"""
+
+
+def ended(pid: int) -> bool:
+    """Gone, or a zombie no parent reaps (an orphan's parent may be a PID 1 that never waits)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 @pytest.mark.laya_claim("learner.group.errors")
-def test_a_lone_worker_needs_no_process_group_and_exits_when_its_orchestrator_goes(private_tmp):
-    marks = private_tmp / "marks"
+def test_a_lone_worker_needs_no_process_group_and_exits_when_its_orchestrator_goes(tmp_path):
+    """An orchestrator that dies leaves its worker's pipe closed, and the worker ends by
+    itself."""
+    marks, scratch, output = tmp_path / "marks", tmp_path / "tmp", tmp_path / "output"
     marks.mkdir()
-    group = Group(1, startup=Mark(marks))
-    assert group.run(in_a_process_group) == [False]
-    worker = group._procs[0]
-    assert (marks / "rank0").read_text() == str(worker.pid)  # the startup hook ran in the worker
-    group._conns[0].close()  # what the orchestrator's exit does to the worker's pipe
-    worker.join(timeout=30)
-    assert worker.exitcode == 0  # ended by itself, not stopped
-    group.close()
-    assert [p.name for p in private_tmp.iterdir()] == ["marks"]
+    scratch.mkdir()
+    with output.open("w") as out:  # a file, not a pipe the worker would inherit and hold open
+        done = subprocess.run([sys.executable, "-c", LONE_ORCHESTRATOR, str(marks)], stdout=out,
+                              stderr=subprocess.STDOUT, timeout=120, env={**os.environ, "TMPDIR": str(scratch)})
+    assert done.returncode == 0 and output.read_text().strip() == "[False]", output.read_text()
+    worker = int((marks / "rank0").read_text())  # the startup hook ran in the worker
+    deadline = time.monotonic() + SHUTDOWN_S
+    while not ended(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not ended(worker):
+        os.kill(worker, signal.SIGKILL)  # leave no process behind, then fail
+        pytest.fail(f"worker {worker} still ran {SHUTDOWN_S} s after its orchestrator died")
 
 
 @pytest.mark.laya_claim("learner.group.errors")
