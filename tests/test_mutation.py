@@ -221,3 +221,17 @@ def test_a_run_started_with_sigint_ignored_gives_its_children_sigint_back():
              "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip())\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_the_failures_are_read_from_the_short_summary_alone():
+    """A test that runs pytest inside itself prints that run's FAILED lines into its own
+    captured output; only the outer run's short summary names what failed."""
+    from laya_qual.mutation import failures
+
+    output = ("F.\n=== FAILURES ===\n___ test_outer ___\n----- Captured stdout call -----\n"
+              "FAILED inner.py::test_seeded - assert 1 == 2\n"
+              "=========================== short test summary info ============================\n"
+              "FAILED laya_qual/suite/test_a.py::test_outer - AssertionError\n"
+              "ERROR laya_qual/suite/test_b.py::test_setup - OSError\n1 failed, 1 error\n")
+    assert failures(output) == ["laya_qual/suite/test_a.py::test_outer", "laya_qual/suite/test_b.py::test_setup"]
+    assert failures("FAILED t.py::x - no summary header (-q without -r)\n") == ["t.py::x"]

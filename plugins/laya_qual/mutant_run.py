@@ -39,9 +39,8 @@ from pathlib import Path
 
 from laya_qual import coverage_run
 from laya_qual.mutants import Mutant, population, sample
-from laya_qual.mutation import _SUMMARY as _FAILURE
 from laya_qual.mutation import (BaselineRed, MutationError, RunResult, build_root, check_shadowing, child_env,
-                                code_digests, deliverable_sigint, installed_layout, run_suite)
+                                code_digests, deliverable_sigint, failures, installed_layout, run_suite)
 
 FORMAT = "laya-qual-mutant-sample-v1"
 CONFIDENCE = 0.95
@@ -389,8 +388,7 @@ def _run_tests_dir(root: Path, tests_dir: Path, workers: int, timeout: float, *,
         output, _ = proc.communicate()
         return RunResult("timeout", None, time.monotonic() - start, None, output)
     outcome = "passed" if proc.returncode in (0, 5) else "failed"
-    failure = _FAILURE.search(output)
-    first = failure.group(2) if failure else f"pytest exit status {proc.returncode}"
+    first = next(iter(failures(output)), f"pytest exit status {proc.returncode}")
     return RunResult(outcome, None if outcome == "passed" else first, time.monotonic() - start, proc.returncode,
                      output)
 

@@ -44,6 +44,15 @@ LAYOUT = {"laya": "laya", "laya_qual": "laya_qual", "laya_qual.suite": "laya_qua
           "laya_qual.synth": "laya_qual/synth"}
 _IGNORE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".hypothesis", "*.pyc")
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
+_SUMMARY_HEADER = " short test summary info "
+
+
+def failures(output: str) -> list[str]:
+    """The tests a pytest run's short summary (``-rfE``) names failed or in error, in its
+    order; only that last section is read, so a FAILED line an inner pytest run printed
+    into a test's captured output is not taken for one of this run's."""
+    summary = output.rpartition(_SUMMARY_HEADER)[2] if _SUMMARY_HEADER in output else output
+    return [m.group(2) for m in _SUMMARY.finditer(summary)]
 # A kill needs one failing example, not the smallest: the suite's default profile without shrinking.
 _PROFILE_MODULE = "laya_qual_mutate_profile"
 _PROFILE = '''"""Loaded by laya-qual mutate runs (-p): the suite's profile without the shrink phase."""
@@ -199,10 +208,9 @@ def run_suite(root: Path, *, seed: int, workers: int, claims: Sequence[str] = ()
         output, _ = proc.communicate()
         return RunResult("timeout", None, time.monotonic() - start, None, output)
     seconds = time.monotonic() - start
-    match = _SUMMARY.search(output)
     if proc.returncode in (0, 5):  # 5: no test selected, which catches nothing
         return RunResult("passed" if proc.returncode == 0 else "empty", None, seconds, proc.returncode, output)
-    first = match.group(2) if match else f"pytest exit status {proc.returncode}"
+    first = next(iter(failures(output)), f"pytest exit status {proc.returncode}")
     return RunResult("failed", first, seconds, proc.returncode, output)
 
 
@@ -279,7 +287,7 @@ class Runner:
             self.progress(f"baseline: whole suite, seed {seed}, -n {self.plan.max_workers}")
             r = run_suite(root, seed=seed, workers=self.plan.max_workers, timeout=self.plan.timeout or 3600,
                           exitfirst=False, claims=self.plan.scope, extra=[f"--junitxml={junit}"] if i == 0 else [])
-            failed = sorted(set(m.group(2) for m in _SUMMARY.finditer(r.output)))
+            failed = sorted(set(failures(r.output)))
             records.append({"seed": seed, "verdict": "green" if r.outcome == "passed" else "red",
                             "failed": failed, "seconds": round(r.seconds, 1)})
             self.progress(f"baseline seed {seed}: {records[-1]['verdict']} in {r.seconds:.0f}s"
