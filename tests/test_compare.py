@@ -10,6 +10,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,8 @@ def test_equal_reports_have_no_differences(pair, key):
                        "certification.risk_upper_bound": 0.09, "certification.certified": True,
                        "calibration.ece_before": 0.2, "calibration.ece_after": 0.05, "calibration.nll_before": 0.9,
                        "calibration.nll_after": 0.7}
+    harness = {r["figure"]: r["old"] for r in report["rows"] if (r["section"], r["item"]) == ("suite", "harness")}
+    assert harness == {"version": version("laya-qual"), "laya_qual": "cd" * 32}  # the suite's identity
     bench = {r["figure"]: (r["old"], r["claims"]) for r in report["rows"] if r["section"] == "benchmarks"}
     assert bench == {"median": (0.5, ["bench.serve.batch"]), "batched_over_one_by_one": (4.0, ["bench.serve.batch"]),
                      "median_batched_s": (0.25, ["bench.serve.batch"]), "requests": (256, ["bench.serve.batch"])}

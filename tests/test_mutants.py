@@ -156,20 +156,22 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
 
 def test_a_sample_run_from_the_command_line_writes_its_results_and_leaves_no_copies(tmp_path, whole_population):
     """`laya-qual mutate --sample 1` end to end on one claim's tests (about half a minute):
-    no equivalence file, the results name the draw, and the mutated copies are removed."""
+    no equivalence file, the results (at the default path) name the draw, and the mutated
+    copies are removed."""
     import json
     import os
     import subprocess
     import sys
 
-    out, scratch = tmp_path / "sample.json", tmp_path / "tmp"
+    scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "mutate", "--sample", "1",
                            "--seed", "3", "--claims", "request.validation", "--hypothesis-seed", "0", "-n", "0",
-                           "--no-confirm", "--output", out], capture_output=True, text=True, cwd=tmp_path,
+                           "--no-confirm"], capture_output=True, text=True, cwd=tmp_path,
                           env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
                           | {"TMPDIR": str(scratch)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    [out] = (tmp_path / "reports").glob("mutants-*.json")  # reports/mutants-<UTC time>.json
     result = json.loads(out.read_text())
     [drawn] = sample(whole_population, 1, seed=3)
     assert [m["id"] for m in result["mutants"]] == [drawn.id]
