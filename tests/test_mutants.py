@@ -187,6 +187,8 @@ def test_a_sample_run_from_the_command_line_writes_its_results_and_leaves_no_cop
     (["--sample", "3", "--only", "cache.overhead-changed"], "it does not take --only"),
     (["--seed", "3"], "--seed, --equivalents, --tests-dir and --time-box go with --sample"),
     (["--sample", "0"], "0 is not in the range x>=1"),
+    (["--sample", "100000", "--seed", "1"], "--sample: a sample of 100000 from a population of "),
+    (["--population", "--sample", "100000", "--seed", "1"], "--sample: a sample of 100000 from a population of "),
 ])
 def test_sample_options_that_do_not_fit_are_usage_errors(args, message):
     from click.testing import CliRunner

@@ -592,14 +592,18 @@ def _draw(everything: list, size: int, seed: int) -> list:
 
 def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir: Path | None,
                 time_box: float | None, options: dict) -> int:
+    from laya_qual import mutants
     from laya_qual.mutant_run import main as run_sample
+    from laya_qual.mutation import installed_layout
 
     catalogue_only = {"seeds": 1, "only": ()}
     clashing = [k for k, default in catalogue_only.items() if options[k] != default]
     if clashing:
         raise click.UsageError(f"--sample runs every drawn mutant once, under one Hypothesis seed; "
                                f"it does not take {', '.join('--' + k for k in clashing)}")
-    return run_sample(size=size, seed=secrets.randbelow(2**31) if seed is None else seed,
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    everything = mutants.population(installed_layout())
+    return run_sample(drawn=_draw(everything, size, seed), population_size=len(everything), seed=seed,
                       hypothesis_seed=options["hypothesis_seed"], workers=options["workers"],
                       timeout=options["timeout"], equivalents=equivalents, tests_dir=tests_dir,
                       output=options["output"], require_rate=options["require_rate"],

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from laya_qual import coverage_run
-from laya_qual.mutants import Mutant, population, sample
+from laya_qual.mutants import Mutant
 from laya_qual.mutation import (BaselineRed, MutationError, RunResult, build_root, check_shadowing, child_env,
                                 code_digests, deliverable_sigint, failures, installed_layout, run_suite)
 
@@ -431,31 +431,27 @@ def read_equivalents(path: Path | None) -> dict[str, str]:
     return data
 
 
-def main(*, size: int, seed: int, hypothesis_seed: int | None, workers: int, timeout: float | None,
-         equivalents: Path | None, tests_dir: Path | None, output: Path | None, require_rate: float | None,
-         scope: Sequence[str], confirm: bool, jobs: int, time_box: float | None) -> int:
-    """``laya-qual mutate --sample N``: draw, run, write the results, print the summary;
-    exit 1 on a wrong equivalence reason or a lower bound below ``require_rate``. With
-    ``time_box`` (minutes), no mutant starts after that long: the first K drawn are measured."""
+def main(*, drawn: list[Mutant], population_size: int, seed: int, hypothesis_seed: int | None, workers: int,
+         timeout: float | None, equivalents: Path | None, tests_dir: Path | None, output: Path | None,
+         require_rate: float | None, scope: Sequence[str], confirm: bool, jobs: int, time_box: float | None) -> int:
+    """``laya-qual mutate --sample N``: run the mutants drawn with ``seed`` from a population
+    of ``population_size``, write the results, print the summary; exit 1 on a wrong
+    equivalence reason or a lower bound below ``require_rate``. With ``time_box``
+    (minutes), no mutant starts after that long: the first K drawn are measured."""
     import secrets
 
     from laya_qual.mutation import _progress as progress
 
     deliverable_sigint()
     reasons = read_equivalents(equivalents)
-    everything = population(installed_layout())
-    try:
-        drawn = sample(everything, size, seed)
-    except ValueError as e:
-        raise MutationError(f"--sample: {e}") from None
     h_seed = secrets.randbelow(2**31) if hypothesis_seed is None else hypothesis_seed
     output = output or Path("reports") / f"mutants-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    run = SampleRun(drawn, population_size=len(everything), seed=seed, hypothesis_seed=h_seed, workers=workers,
+    run = SampleRun(drawn, population_size=population_size, seed=seed, hypothesis_seed=h_seed, workers=workers,
                     equivalents=reasons, tests_dir=tests_dir, timeout=timeout, progress=progress, scope=scope,
                     confirm=confirm, jobs=jobs, time_box=None if time_box is None else time_box * 60,
                     checkpoint=lambda partial: output.write_text(json.dumps(partial, indent=2) + "\n"))
-    progress(f"{size} of {len(everything)} mutants drawn with seed {seed}; hypothesis seed {h_seed}; "
+    progress(f"{len(drawn)} of {population_size} mutants drawn with seed {seed}; hypothesis seed {h_seed}; "
              f"copies under {run.tmp}")
     try:
         result = run.run()
