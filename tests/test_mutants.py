@@ -178,6 +178,13 @@ def test_a_sample_run_from_the_command_line_writes_its_results_and_leaves_no_cop
     assert (result["sample"], result["sampleSeed"], result["population"]) == (1, 3, len(whole_population))
     assert result["scope"] == ["request.validation"] and not result["confirmWholeSuite"]
     assert result["mutants"][0]["status"] in ("killed", "survived", "timeout")  # no reason was filed
+    s = result["summary"]
+    assert (f"killed {s['killed']} of 1 sampled mutants (0 equivalent set apart), population "
+            f"{len(whole_population)}, sample seed 3") in proc.stdout
+    part = result["mutants"][0]["part"]
+    assert f"  {part}: killed {s['parts'][part]['killed']} of 1 (" in proc.stdout
+    assert "survivors of their covering tests were not confirmed on the whole suite" in proc.stdout
+    assert f"results: {out.relative_to(tmp_path)}" in proc.stdout
     assert list(scratch.glob("laya-mutants-*")) == [], "the mutated copies were left behind"
 
 
