@@ -303,6 +303,21 @@ def test_our_predicate_types_signed_by_another_key_or_unsigned_are_refused(bundl
         verify_bundle(bundle, keys[1])
 
 
+@pytest.mark.laya_claim("report.signature")
+@pytest.mark.parametrize("which", [0, 1], ids=["test-result", "laya"])
+def test_our_predicate_type_in_sloppy_base64_is_refused_not_ignored(bundle, keys, which):
+    """An extra line whose payload carries a character outside the base64 alphabet, which a
+    lenient reader (Python's default b64decode, Node's Buffer) decodes to one of our
+    statements, says it is ours: it is never ignored, and it is refused as not strict
+    base64 (securesystemslib refuses it too)."""
+    line = json.loads(_line(payloads()[which], keys[0]))
+    line["payload"] = line["payload"][:8] + "*" + line["payload"][8:]
+    assert base64.b64decode(line["payload"]) == payloads()[which]  # what a lenient reader sees
+    bundle.write_text(bundle.read_text() + json.dumps(line) + "\n")
+    with pytest.raises(VerifyError, match="line 3: .*base64"):
+        verify_bundle(bundle, keys[1])
+
+
 # --- subject digests: references written from docs/report-format.md, not from subjects.py ---
 
 def _tree(root, files: dict[str, bytes]):

@@ -110,11 +110,14 @@ def _claimed_type(env: dict) -> str | None:
     """The predicate type a line says it carries, read without trusting it, to decide
     whether the line is ours (and must verify) or someone else's (and is ignored). A
     payload that names ``predicateType`` more than once is ours if any of them is: a
-    repeated key must not turn a line of ours into an ignored one."""
+    repeated key must not turn a line of ours into an ignored one. The payload is decoded
+    as leniently as other readers decode it (characters outside the base64 alphabet
+    skipped): what any of them would take for one of ours is ours, and then refused
+    unless it is strict base64."""
     if env.get("payloadType") != PAYLOAD_TYPE:
         return None
     try:
-        stmt = json.loads(base64.b64decode(env.get("payload"), validate=True), object_pairs_hook=_Pairs)
+        stmt = json.loads(base64.b64decode(env.get("payload")), object_pairs_hook=_Pairs)
     except (TypeError, ValueError, RecursionError):
         return None
     if not isinstance(stmt, _Pairs):
