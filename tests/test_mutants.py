@@ -297,21 +297,27 @@ def test_covering_tests_come_fastest_first():
         "t.py::a_untimed", "t.py::b_untimed", "t.py::quick", "t.py::middle", "t.py::slow"]
 
 
-@pytest.mark.parametrize("file, order", [
-    ("laya_qual/m.py", ["covering suite tests", "covering project tests", "whole suite"]),
-    ("laya/m.py", ["covering suite tests", "whole suite", "covering project tests"]),
+@pytest.mark.parametrize("file, source, order", [
+    ("laya_qual/m.py", "def f(x):\n    return x < 3\n",
+     ["covering suite tests", "covering project tests", "whole suite"]),
+    ("laya_qual/m.py", "LIMIT = 3\n\n\ndef f(x):\n    return x < LIMIT\n",  # at import: all project tests
+     ["covering suite tests", "whole suite", "covering project tests"]),
+    ("laya/m.py", "def f(x):\n    return x < 3\n",
+     ["covering suite tests", "whole suite", "covering project tests"]),
 ])
-def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mutant(file, order):
-    """Either killer counts for a harness mutant, so its covering project tests run before a
-    whole-suite run; a runtime mutant counts only when the suite kills it, so the project's
-    tests come last (for the record of what they would have caught)."""
+def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mutant(file, source, order):
+    """Either killer counts for a harness mutant, so its project tests (those that executed
+    it: 1 s here) and the whole suite (10 s) run cheapest first, and for one that runs at
+    import the project tests are all of them (20 s); a runtime mutant counts only when the
+    suite kills it, so the project's tests come last (for the record of what they would
+    have caught)."""
     from laya_qual.mutant_run import Baseline, SampleRun
 
-    (m,) = [m for m in module_mutants("def f(x):\n    return x < 3\n", file) if m.operator == "compare"]
+    (m,) = [m for m in module_mutants(source, file) if m.operator in ("compare", "constant")][:1]
     run = SampleRun.__new__(SampleRun)  # its stages alone, no copy of the packages
     run.confirm, run.tests_dir = True, Path("tests")
-    run.suite = Baseline({file: {2: {"s.py::a"}}}, {"s.py::a": 1.0}, 10.0)
-    run.tests = Baseline({file: {2: {"t.py::b"}}}, {"t.py::b": 1.0}, 10.0)
+    run.suite = Baseline({file: {m.line: {"s.py::a"}}}, {"s.py::a": 1.0}, 10.0)
+    run.tests = Baseline({file: {m.line: {"t.py::b"}}}, {"t.py::b": 1.0}, 20.0)
     ran = []
     run._covering_suite = lambda root, covering: ran.append("covering suite tests") or {"outcome": "passed"}
     run._tests = lambda root, mutant: ran.append("covering project tests") or {"outcome": "passed"}
@@ -323,7 +329,7 @@ def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mut
     assert [killer for killer, _ in plan] == [{"covering suite tests": "suite", "whole suite": "suite"}.get(s, "tests/")
                                              for s in order]
     run.confirm = False  # no whole-suite confirmation of a mutant its covering tests missed
-    assert len(run._plan(Path("copy"), m)) == 2
+    assert len(run._plan(Path("copy"), m)) == (3 if m.at_import else 2)  # one that runs at import meets it all the same
 
 
 def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():

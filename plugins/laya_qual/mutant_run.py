@@ -260,20 +260,23 @@ class SampleRun:
     def _plan(self, root: Path, m: Mutant) -> list[tuple[str, Callable[[], dict]]]:
         """(killer, stage) in the order they run, cheapest first; the first stage that kills
         ends the mutant. A harness mutant counts as killed by the suite or by the project's
-        tests, so the tests that executed it come before a whole-suite run; a runtime mutant
-        counts only when the suite kills it, and the project's tests come last, for the record."""
+        tests, so after its covering suite tests the project's tests and the whole suite
+        run in the order of their baseline seconds (the project's tests that executed it,
+        or all of them for one that runs at import); a runtime mutant counts only when the
+        suite kills it, and the project's tests come last, for the record."""
         covering, executed, at_import = self.suite.covering(m)
         by_tests = self.tests_dir is not None and self.tests.covering(m)[1]
         plan: list[tuple[str, Callable[[], dict]]] = []
         if executed and covering:
             plan.append(("suite", lambda: self._covering_suite(root, covering)))
-        if by_tests and is_harness(m):
-            plan.append(("tests/", lambda: self._tests(root, m)))
+        later: list[tuple[float, str, Callable[[], dict]]] = []
         if executed and (self.confirm or at_import or not covering):
-            plan.append(("suite", lambda: self._whole_suite(root)))
-        if by_tests and not is_harness(m):
-            plan.append(("tests/", lambda: self._tests(root, m)))
-        return plan
+            later.append((self.suite.seconds, "suite", lambda: self._whole_suite(root)))
+        if by_tests:
+            tests_covering, _, tests_at_import = self.tests.covering(m)
+            cost = self.tests.seconds if tests_at_import else self.tests.serial(tests_covering)
+            later.append((cost if is_harness(m) else math.inf, "tests/", lambda: self._tests(root, m)))
+        return plan + [(killer, stage) for _, killer, stage in sorted(later, key=lambda c: c[0])]
 
     def run_mutant(self, m: Mutant, index: int) -> dict:
         covering, executed, _ = self.suite.covering(m)
