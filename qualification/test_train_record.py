@@ -327,6 +327,24 @@ def test_recorded_pictures_are_parsed_strictly(trained, tmp_path, change):
 
 
 @pytest.mark.laya_claim("train.record.parse")
+@pytest.mark.parametrize("field, value", [("ece_before", -0.25), ("ece_after", 1.5), ("nll_before", -1.0),
+                                          ("nll_after", -0.5)])
+def test_a_calibration_figure_outside_its_documented_range_is_refused_by_its_range(trained, tmp_path, field, value):
+    """docs/artifact-v1.md: nll_before, nll_after >= 0; ece_before, ece_after in [0, 1]. A
+    value outside is refused for its range, naming the field (not only because it no
+    longer matches the reliability bins it is computed from)."""
+    def change(task: dict) -> str:
+        task["calibration"][field] = value
+        return f"calibration.{field}"
+
+    directory, named = edited_copy(trained, tmp_path, change)
+    with pytest.raises(ArtifactError) as refused:
+        laya.load_artifact(directory)
+    assert (refused.value.field, Path(refused.value.file).name) == (f"tasks[0].{named}", "head.json")
+    assert f"{value} is outside" in str(refused.value), str(refused.value)
+
+
+@pytest.mark.laya_claim("train.record.parse")
 def test_a_head_without_the_pictures_loads(trained, tmp_path):
     """A head.json written before the pictures were recorded loads, with them None; the
     same copy with them loads them as recorded."""
