@@ -228,3 +228,33 @@ def test_the_ini_file_names_the_artifacts_to_qualify(tmp_path):
                     "--laya-plan", "plan.json"], cwd=tmp_path, env=env, capture_output=True, check=False)
     artifacts = {t["artifact"] for t in json.loads((tmp_path / "plan.json").read_text())["tests"]}
     assert artifacts - {None, "every head"} == {"artifact0-h"}
+
+
+def test_progress_is_printed_at_most_once_per_interval(pytester, monkeypatch):
+    """One line per EVERY_SECONDS at most, plus one as each group completes: a slow first
+    test, then many quick ones, may not print a line per test once the first interval
+    has passed."""
+    import time
+
+    from laya_qual import progress
+
+    monkeypatch.setattr(progress, "EVERY_SECONDS", 0.2)
+    pytester.makepyfile(test_many="""
+import time
+import pytest
+
+@pytest.mark.laya_claim("report.verdicts")
+def test_a_slow_first():
+    time.sleep(0.25)
+
+@pytest.mark.laya_claim("report.verdicts")
+@pytest.mark.parametrize("n", range(50))
+def test_quick(n):
+    pass
+""")
+    start = time.monotonic()
+    result = pytester.runpytest_inprocess("-p", "laya_qual", *SEED, "-p", "no:randomly", "--laya-evidence-out", "e.json")
+    elapsed = time.monotonic() - start
+    lines = [line for line in result.stderr.lines if line.startswith("laya_qual progress:")]
+    assert lines and lines[-1].startswith("laya_qual progress: 51/51 tests")
+    assert len(lines) <= elapsed / 0.2 + 2, (len(lines), elapsed)
