@@ -64,5 +64,6 @@ def test_mixed_lengths_reach_from_a_one_word_question_to_the_budget(head_dir):
 
 @pytest.mark.parametrize("requests, batch_size", [(0, 4), (6, 0), (0, 0)])
 def test_an_empty_workload_or_batch_is_refused(head_dir, requests, batch_size):
-    with pytest.raises(ValueError, match=f"requests \\({requests}\\) and batch_size \\({batch_size}\\) must be at least 1"):
+    refused = f"requests \\({requests}\\) and batch_size \\({batch_size}\\) must be at least 1"
+    with pytest.raises(ValueError, match=refused):
         batch_arms({"h": head_dir}, requests=requests, batch_size=batch_size)

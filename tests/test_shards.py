@@ -253,7 +253,8 @@ def test_quick(n):
     pass
 """)
     start = time.monotonic()
-    result = pytester.runpytest_inprocess("-p", "laya_qual", *SEED, "-p", "no:randomly", "--laya-evidence-out", "e.json")
+    result = pytester.runpytest_inprocess("-p", "laya_qual", *SEED, "-p", "no:randomly",
+                                          "--laya-evidence-out", "e.json")
     elapsed = time.monotonic() - start
     lines = [line for line in result.stderr.lines if line.startswith("laya_qual progress:")]
     assert lines and lines[-1].startswith("laya_qual progress: 51/51 tests")

@@ -49,7 +49,8 @@ class Evidence:
         properties = {name: value for name, value in report.user_properties}
         if not properties.get(CLAIM_PROPERTY):
             return None
-        return cls(test=properties[TEST_PROPERTY], claims=list(properties[CLAIM_PROPERTY]), hypothesis=properties.get(HYPOTHESIS_PROPERTY),
+        return cls(test=properties[TEST_PROPERTY], claims=list(properties[CLAIM_PROPERTY]),
+                   hypothesis=properties.get(HYPOTHESIS_PROPERTY),
                    benchmark=properties.get(BENCHMARK_PROPERTY))
 
 

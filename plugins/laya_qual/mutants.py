@@ -219,7 +219,6 @@ def _called_parts(node: ast.AST) -> set[int]:
     if isinstance(node, ast.Lambda):
         return {id(node.body)}
     return set()
-    return set()
 
 
 def _type_checking(node: ast.AST) -> bool:

@@ -51,8 +51,7 @@ def failures(output: str) -> list[str]:
     """The tests a pytest run's short summary (``-rfE``) names failed or in error, in its
     order; only that last section is read, so a FAILED line an inner pytest run printed
     into a test's captured output is not taken for one of this run's."""
-    summary = output.rpartition(_SUMMARY_HEADER)[2] if _SUMMARY_HEADER in output else output
-    return [m.group(2) for m in _SUMMARY.finditer(summary)]
+    return [m.group(2) for m in _SUMMARY.finditer(output.rpartition(_SUMMARY_HEADER)[2])]
 # A kill needs one failing example, not the smallest: the suite's default profile without shrinking.
 _PROFILE_MODULE = "laya_qual_mutate_profile"
 _PROFILE = '''"""Loaded by laya-qual mutate runs (-p): the suite's profile without the shrink phase."""
