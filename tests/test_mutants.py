@@ -192,7 +192,7 @@ def test_a_sample_run_from_the_command_line_writes_its_results_and_leaves_no_cop
     (["--population", "--sample", "3"], "--population --sample N needs --seed"),
     (["--sample", "3", "--seeds", "2"], "it does not take --seeds"),
     (["--sample", "3", "--only", "cache.overhead-changed"], "it does not take --only"),
-    (["--seed", "3"], "--seed, --equivalents, --tests-dir and --time-box go with --sample"),
+    (["--seed", "3"], "--seed, --equivalents, --tests-dir, --time-box and --resume go with --sample"),
     (["--sample", "0"], "0 is not in the range x>=1"),
     (["--sample", "100000", "--seed", "1"], "--sample: a sample of 100000 from a population of "),
     (["--population", "--sample", "100000", "--seed", "1"], "--sample: a sample of 100000 from a population of "),
@@ -335,22 +335,8 @@ def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mut
 def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     """No mutant starts once the box has closed; every started one finishes; the figure is
     that of the first K drawn, which is the sample --sample K draws with the same seed."""
-    import time
-
-    from laya_qual.mutant_run import SampleRun
-
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
-    run = SampleRun.__new__(SampleRun)  # the scheduling alone: no copy, no baseline, no pytest
-    run.mutants, run.jobs, run.time_box, run.confirm, run.scope = drawn, 1, 0.5, True, []
-    run.digests, run.population_size, run.seed, run.hypothesis_seed, run.workers = {}, 5, 1, 7, 0
-    run.baseline, run.progress, run.checkpoint = dict, lambda message: None, lambda partial: None
-
-    def measured(m, index):
-        time.sleep(0.3)
-        return {"id": m.id, "key": m.key, "part": "runtime", "status": "killed", "killedBy": "suite",
-                "executed": True, "executedByTests": False, "coveringTests": 1, "seconds": 0.3}
-
-    run.run_mutant = measured
+    run = _scheduling_only(drawn, time_box=0.5)
     result = run.run()
     assert result["complete"] and result["sample"] == 2  # started at 0 s and 0.3 s; the box closed at 0.5 s
     assert result["timeBox"] == {"minutes": round(0.5 / 60, 2), "requestedSample": 5, "closed": True}
@@ -358,3 +344,117 @@ def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     assert (result["summary"]["killed"], result["summary"]["total"]) == (2, 2)
     run.time_box = None  # without a box every drawn mutant is measured
     assert run.run()["sample"] == 5
+
+
+def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):
+    """A SampleRun whose scheduling alone runs: no copy, no baseline, no pytest; each
+    mutant it runs takes 0.3 s, is killed by the suite, and is logged in ``ran``."""
+    import time
+
+    from laya_qual.mutant_run import SampleRun
+
+    run = SampleRun.__new__(SampleRun)
+    run.mutants, run.jobs, run.time_box, run.confirm, run.scope = drawn, 1, time_box, True, []
+    run.digests, run.population_size, run.seed, run.hypothesis_seed, run.workers = {"runtime": "r"}, 5, 1, 7, 0
+    run.earlier, run.equivalents, run.tests_dir = earlier, equivalents or {}, None
+    run.baseline, run.progress, run.checkpoint = lambda: {"seconds": 1.0}, lambda message: None, lambda partial: None
+    run.ran = []
+
+    def measured(m, index):
+        run.ran.append(index)
+        time.sleep(0.3)
+        return {"id": m.id, "key": m.key, "part": "runtime", "status": "killed", "killedBy": "suite",
+                "executed": True, "executedByTests": False, "coveringTests": 1,
+                "stages": [{"stage": "covering tests", "outcome": "failed", "seconds": 0.3}], "seconds": 0.3}
+
+    run.run_mutant = measured
+    return run
+
+
+def test_a_resumed_run_keeps_what_was_measured_and_runs_the_rest_in_draw_order():
+    """A time-boxed run measures the first two of five; resumed, only the other three run,
+    the records stay in draw order, the earlier run is recorded, and the earlier records
+    are classified again under today's equivalence reasons (a reason filed since for a
+    killed mutant is a wrong one)."""
+    drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
+    first = _scheduling_only(drawn, time_box=0.5).run()
+    assert first["sample"] == 2 and first["projectTests"] is False
+    resumed = _scheduling_only(drawn, earlier=first, equivalents={drawn[0].key: "filed since"})
+    result = resumed.run()
+    assert sorted(resumed.ran) == [2, 3, 4]
+    assert [r["key"] for r in result["mutants"]] == [m.key for m in drawn]
+    assert result["mutants"][0]["status"] == "wrongly-equivalent"
+    assert result["mutants"][0]["reason"] == "filed since"
+    assert result["summary"]["wronglyEquivalent"] == [drawn[0].key]
+    assert result["sample"] == 5 and result["complete"]
+    [earlier_run] = result["earlierRuns"]
+    assert earlier_run["mutantsSoFar"] == 2 and earlier_run["startedOn"] == first["startedOn"]
+    again = _scheduling_only(drawn, earlier=result, equivalents={drawn[0].key: "filed since"})
+    again.baseline = None  # nothing left to run: not even a baseline is measured
+    assert again.run()["mutants"] == result["mutants"] and again.ran == []
+
+
+@pytest.mark.parametrize("field, value", [("sampleSeed", 2), ("population", 6), ("hypothesisSeed", 8),
+                                          ("code", {"runtime": "other"}), ("scope", ["cache.*"]),
+                                          ("confirmWholeSuite", False), ("projectTests", True)])
+def test_only_a_run_of_the_same_draw_measured_the_same_way_is_resumed(field, value):
+    from laya_qual.mutation import MutationError
+
+    drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
+    first = _scheduling_only(drawn, time_box=0.1).run()
+    with pytest.raises(MutationError, match=f"the earlier run's {field} is .*, this run's"):
+        _scheduling_only(drawn, earlier=first | {field: value}).run()
+    with pytest.raises(MutationError, match="measured 1 mutants this draw of 2 does not hold"):
+        _scheduling_only(drawn[:2], earlier=first | {"mutants": first["mutants"] + [
+            first["mutants"][0] | {"key": drawn[4].key}]}).run()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "cannot read the results to resume"),
+    ('{"format": "laya-qual-mutation-v1", "mutants": []}', "not the results of a sampled mutant run"),
+    ('{"format": "laya-qual-mutant-sample-v1", "mutants": [{"key": "k"}]}', "a mutant record without its"),
+])
+def test_results_to_resume_are_refused_by_name(tmp_path, text, message):
+    from laya_qual.mutant_run import read_results
+    from laya_qual.mutation import MutationError
+
+    path = tmp_path / "mutants.json"
+    path.write_text(text)
+    with pytest.raises(MutationError, match=f"{path}: {message}"):
+        read_results(path)
+
+
+def test_resume_from_the_command_line_takes_its_seeds_and_writes_back(tmp_path, whole_population, monkeypatch):
+    """`mutate --sample 2 --resume FILE` on a FILE that measured both drawn mutants: the
+    seeds come from FILE, nothing runs (not even a baseline), the summary is printed and
+    FILE is rewritten whole; a smaller --sample is refused for what FILE holds beyond it."""
+    import json
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from laya_qual.cli import main
+    from laya_qual.mutation import code_digests
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the run copies the packages
+    drawn = sample(whole_population, 2, seed=3)
+    records = [{"id": m.id, "key": m.key, "part": "harness" if m.file.startswith("laya_qual/") else "runtime",
+                "killedBy": "suite", "executed": True, "executedByTests": False, "coveringTests": 1,
+                "stages": [{"stage": "covering tests", "outcome": "failed", "firstFailure": "t", "seconds": 1.0}],
+                "seconds": 1.0, "status": "killed"} for m in drawn]
+    earlier = {"format": "laya-qual-mutant-sample-v1", "code": code_digests(installed_layout()),
+               "population": len(whole_population), "sampleSeed": 3, "sample": 2, "hypothesisSeed": 5,
+               "scope": [], "confirmWholeSuite": True, "projectTests": False, "startedOn": "2026-12-01T00:00:00Z",
+               "complete": False, "baseline": {"seconds": 1.0}, "mutants": records}
+    path = tmp_path / "mutants.json"
+    path.write_text(json.dumps(earlier))
+    result = CliRunner().invoke(main, ["mutate", "--sample", "2", "--resume", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "killed 2 of 2 sampled mutants" in result.output and "sample seed 3" in result.output
+    written = json.loads(path.read_text())
+    assert written["complete"] and written["hypothesisSeed"] == 5 and written["baseline"] == {"seconds": 1.0}
+    assert [r["key"] for r in written["mutants"]] == [m.key for m in drawn]
+    assert written["earlierRuns"][0]["startedOn"] == "2026-12-01T00:00:00Z"
+    assert list(tmp_path.glob("laya-mutants-*")) == [], "the package copies were left behind"
+    result = CliRunner().invoke(main, ["mutate", "--sample", "1", "--resume", str(path)])
+    assert result.exit_code == 1 and "cannot resume: the earlier run measured 1 mutants" in result.output

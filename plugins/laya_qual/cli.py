@@ -533,7 +533,8 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
 @click.option("--claims", metavar="PATTERN[,...]",
               help="limit every run to these claims' tests (a quick, partial figure)")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="results JSON (default: reports/mutation-<UTC time>.json)")
+              help="results JSON (default: reports/mutation-<UTC time>.json, with --sample "
+                   "reports/mutants-<UTC time>.json, with --resume the file resumed)")
 @click.option("--require-rate", type=float, metavar="R",
               help="exit 1 if the kill rate (with --sample: its 95% lower bound) is below R (0..1)")
 @click.option("--sample", type=click.IntRange(min=1), metavar="N",
@@ -549,8 +550,11 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
 @click.option("--time-box", type=click.FloatRange(min=0, min_open=True), metavar="MINUTES",
               help="with --sample: start no mutant after MINUTES from the run's start; the figure is the first K "
                    "drawn (the sample --sample K draws), every started one finished")
+@click.option("--resume", type=click.Path(dir_okay=False, exists=True, path_type=Path), metavar="FILE",
+              help="with --sample: keep the mutants FILE (the results of an interrupted or time-boxed run of the "
+                   "same draw on the same code) measured and run the rest; seeds default to FILE's")
 def mutate(sample: int | None, seed: int | None, population: bool, equivalents: Path | None,
-           tests_dir: Path | None, time_box: float | None, **options) -> None:
+           tests_dir: Path | None, time_box: float | None, resume: Path | None, **options) -> None:
     """Run the suite against every seeded defect of the catalogue, or (--sample N) against
     automatic mutants drawn without choice; print the kill rate."""
     from laya_qual.mutation import MutationError, main as run_mutation
@@ -559,9 +563,9 @@ def mutate(sample: int | None, seed: int | None, population: bool, equivalents: 
         if population:
             sys.exit(_print_population(sample, seed))
         if sample:
-            sys.exit(_run_sample(sample, seed, equivalents, tests_dir, time_box, options))
-        if seed is not None or equivalents or tests_dir or time_box:
-            raise click.UsageError("--seed, --equivalents, --tests-dir and --time-box go with --sample")
+            sys.exit(_run_sample(sample, seed, equivalents, tests_dir, time_box, resume, options))
+        if seed is not None or equivalents or tests_dir or time_box or resume:
+            raise click.UsageError("--seed, --equivalents, --tests-dir, --time-box and --resume go with --sample")
         sys.exit(run_mutation(**options))
     except MutationError as e:
         raise click.ClickException(str(e)) from None
@@ -591,9 +595,9 @@ def _draw(everything: list, size: int, seed: int) -> list:
 
 
 def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir: Path | None,
-                time_box: float | None, options: dict) -> int:
+                time_box: float | None, resume: Path | None, options: dict) -> int:
     from laya_qual import mutants
-    from laya_qual.mutant_run import main as run_sample
+    from laya_qual.mutant_run import main as run_sample, read_results
     from laya_qual.mutation import installed_layout
 
     catalogue_only = {"seeds": 1, "only": ()}
@@ -601,14 +605,18 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
     if clashing:
         raise click.UsageError(f"--sample runs every drawn mutant once, under one Hypothesis seed; "
                                f"it does not take {', '.join('--' + k for k in clashing)}")
+    earlier = read_results(resume) if resume else {}
+    seed = earlier.get("sampleSeed") if seed is None else seed
     seed = secrets.randbelow(2**31) if seed is None else seed
+    hypothesis_seed = earlier.get("hypothesisSeed") if options["hypothesis_seed"] is None else options["hypothesis_seed"]
     everything = mutants.population(installed_layout())
     return run_sample(drawn=_draw(everything, size, seed), population_size=len(everything), seed=seed,
-                      hypothesis_seed=options["hypothesis_seed"], workers=options["workers"],
+                      hypothesis_seed=hypothesis_seed, workers=options["workers"],
                       timeout=options["timeout"], equivalents=equivalents, tests_dir=tests_dir,
-                      output=options["output"], require_rate=options["require_rate"],
+                      output=options["output"] or resume, require_rate=options["require_rate"],
                       scope=[p for p in (options["claims"] or "").split(",") if p],
-                      confirm=options["confirm"], jobs=options["jobs"], time_box=time_box)
+                      confirm=options["confirm"], jobs=options["jobs"], time_box=time_box,
+                      earlier=earlier if resume else None)
 
 
 @main.command("coverage")

@@ -154,8 +154,10 @@ class SampleRun:
     def __init__(self, mutants: Sequence[Mutant], *, population_size: int, seed: int, hypothesis_seed: int,
                  workers: int, equivalents: dict[str, str], tests_dir: Path | None, timeout: float | None,
                  progress: Callable[[str], None], checkpoint: Callable[[dict], None] = lambda r: None,
-                 scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1, time_box: float | None = None):
+                 scope: Sequence[str] = (), confirm: bool = True, jobs: int = 1, time_box: float | None = None,
+                 earlier: dict | None = None):
         self.mutants, self.population_size, self.seed, self.scope = list(mutants), population_size, seed, scope
+        self.earlier = earlier  # the results of an interrupted or time-boxed run of this draw, to resume
         self.time_box = time_box  # seconds from the run's start after which no mutant starts
         self.hypothesis_seed, self.workers, self.timeout = hypothesis_seed, workers, timeout
         self.equivalents, self.tests_dir = equivalents, tests_dir and tests_dir.resolve()
@@ -297,18 +299,31 @@ class SampleRun:
         if not executed:
             stages.insert(0, {"stage": "not executed by the suite", "outcome": "not run", "firstFailure": None,
                               "seconds": 0.0})
-        reason = self.equivalents.get(m.key)
-        counts = killed_by == "suite" or (killed_by == "tests/" and is_harness(m))
-        if counts:
-            status = "wrongly-equivalent" if reason else ("timeout" if verdict == "timeout" else "killed")
-        else:
-            status = "equivalent" if reason else "survived"
-        return {"id": m.id, "key": m.key, "operator": m.operator, "file": m.file, "line": m.line,
-                "part": "harness" if is_harness(m) else "runtime", "original": m.original,
-                "replacement": m.replacement, "status": status, "killedBy": killed_by, "executed": executed,
-                "executedByTests": executed_by_tests, "coveringTests": len(covering),
-                **({"reason": reason} if reason else {}), "stages": stages,
-                "seconds": round(sum(s["seconds"] for s in stages), 1)}
+        return _classified({"id": m.id, "key": m.key, "operator": m.operator, "file": m.file, "line": m.line,
+                            "part": "harness" if is_harness(m) else "runtime", "original": m.original,
+                            "replacement": m.replacement, "killedBy": killed_by, "executed": executed,
+                            "executedByTests": executed_by_tests, "coveringTests": len(covering), "stages": stages,
+                            "seconds": round(sum(s["seconds"] for s in stages), 1)}, self.equivalents)
+
+    def _resumed(self) -> dict[int, dict]:
+        """The earlier run's records by their place in this draw, each classified again under
+        this run's equivalence reasons. Only a run of this very draw (population, seed) on this
+        very code, measured the same way (Hypothesis seed, scope, confirmation, the project's
+        tests), is resumed; any difference is refused by name, so one figure never mixes two."""
+        e = self.earlier or {}
+        measured_as = {"code": self.digests, "population": self.population_size, "sampleSeed": self.seed,
+                       "hypothesisSeed": self.hypothesis_seed, "scope": list(self.scope),
+                       "confirmWholeSuite": self.confirm, "projectTests": self.tests_dir is not None}
+        for field, value in measured_as.items():
+            if e.get(field) != value:
+                raise MutationError(f"cannot resume: the earlier run's {field} is {e.get(field)!r}, "
+                                    f"this run's {value!r}")
+        place = {m.key: i for i, m in enumerate(self.mutants)}
+        outside = [r["key"] for r in e.get("mutants", []) if r.get("key") not in place]
+        if outside:
+            raise MutationError(f"cannot resume: the earlier run measured {len(outside)} mutants this draw of "
+                                f"{len(self.mutants)} does not hold (a smaller --sample?), the first {outside[0]}")
+        return {place[r["key"]]: _classified(r, self.equivalents) for r in e.get("mutants", [])}
 
     def _started_in_time(self, m: Mutant, index: int, t0: float) -> dict | None:
         """The mutant's record, or None when the time box closed before it could start."""
@@ -321,12 +336,19 @@ class SampleRun:
         result = {"format": FORMAT, "code": self.digests, "population": self.population_size,
                   "sampleSeed": self.seed, "sample": len(self.mutants), "hypothesisSeed": self.hypothesis_seed,
                   "maxWorkers": self.workers, "jobs": self.jobs, "scope": list(self.scope),
-                  "confirmWholeSuite": self.confirm, "startedOn": started, "complete": False}
-        result["baseline"] = self.baseline()
+                  "confirmWholeSuite": self.confirm, "projectTests": self.tests_dir is not None,
+                  "startedOn": started, "complete": False}
         done: dict[int, dict] = {}
+        if self.earlier is not None:
+            done = self._resumed()
+            result["earlierRuns"] = _earlier_runs(self.earlier)
+            self.progress(f"resuming: {len(done)} of the {len(self.mutants)} drawn measured before, "
+                          f"{len(self.mutants) - len(done)} to run")
+        remaining = [i for i in range(len(self.mutants)) if i not in done]
+        result["baseline"] = self.baseline() if remaining else self.earlier["baseline"]
         lock = threading.Lock()
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:  # starts them in index order
-            futures = {pool.submit(self._started_in_time, m, i, t0): i for i, m in enumerate(self.mutants)}
+            futures = {pool.submit(self._started_in_time, self.mutants[i], i, t0): i for i in remaining}
             for future in as_completed(futures):
                 record = future.result()
                 if record is None:
@@ -352,6 +374,47 @@ class SampleRun:
                                                            "closed": len(records) < len(self.mutants)}}
         return result | {"complete": True, "mutants": records, "summary": summarize(records),
                          "finishedOn": _now(), "wallSeconds": round(time.monotonic() - t0, 1)}
+
+
+def _classified(record: dict, equivalents: dict[str, str]) -> dict:
+    """The record with its status: a runtime mutant counts as killed only when the suite
+    kills it, a harness mutant when the suite or the project's tests do; a written
+    equivalence reason sets a survivor apart and makes a killed mutant a wrong reason."""
+    killed_by, reason = record["killedBy"], equivalents.get(record["key"])
+    verdict = _verdict(record["stages"][-1]) if killed_by else None
+    if killed_by == "suite" or (killed_by == "tests/" and record["part"] == "harness"):
+        status = "wrongly-equivalent" if reason else ("timeout" if verdict == "timeout" else "killed")
+    else:
+        status = "equivalent" if reason else "survived"
+    out = {k: v for k, v in record.items() if k not in ("status", "reason", "stages", "seconds")}
+    return out | {"status": status, **({"reason": reason} if reason else {}),
+                  "stages": record["stages"], "seconds": record["seconds"]}
+
+
+def _earlier_runs(earlier: dict) -> list[dict]:
+    """When and how the resumed results were measured, earliest first (an interrupted run
+    has no end)."""
+    own = {"startedOn": earlier.get("startedOn"), "finishedOn": earlier.get("finishedOn"),
+           "wallSeconds": earlier.get("wallSeconds"), "mutantsSoFar": len(earlier["mutants"]),
+           "jobs": earlier.get("jobs"), "maxWorkers": earlier.get("maxWorkers"), "baseline": earlier.get("baseline")}
+    return [*earlier.get("earlierRuns", []), own]
+
+
+def read_results(path: Path) -> dict:
+    """A sampled run's results, complete or the checkpoint an interrupted run left, to resume."""
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise MutationError(f"{path}: cannot read the results to resume ({e})") from None
+    if not isinstance(result, dict) or result.get("format") != FORMAT or not isinstance(result.get("mutants"), list):
+        raise MutationError(f"{path}: not the results of a sampled mutant run ({FORMAT})")
+    for r in result["mutants"]:
+        if not isinstance(r, dict) or not _RECORD <= r.keys() or not isinstance(r["stages"], list):
+            raise MutationError(f"{path}: a mutant record without its {', '.join(sorted(_RECORD))}: {r!r:.200}")
+    return result
+
+
+_RECORD = {"key", "part", "killedBy", "stages", "seconds"}  # what classifying a resumed record reads
 
 
 def _fastest_first(baseline: Baseline) -> list[str]:
@@ -436,11 +499,13 @@ def read_equivalents(path: Path | None) -> dict[str, str]:
 
 def main(*, drawn: list[Mutant], population_size: int, seed: int, hypothesis_seed: int | None, workers: int,
          timeout: float | None, equivalents: Path | None, tests_dir: Path | None, output: Path | None,
-         require_rate: float | None, scope: Sequence[str], confirm: bool, jobs: int, time_box: float | None) -> int:
+         require_rate: float | None, scope: Sequence[str], confirm: bool, jobs: int, time_box: float | None,
+         earlier: dict | None = None) -> int:
     """``laya-qual mutate --sample N``: run the mutants drawn with ``seed`` from a population
     of ``population_size``, write the results, print the summary; exit 1 on a wrong
     equivalence reason or a lower bound below ``require_rate``. With ``time_box``
-    (minutes), no mutant starts after that long: the first K drawn are measured."""
+    (minutes), no mutant starts after that long: the first K drawn are measured. With
+    ``earlier`` (``read_results``), the mutants it measured are kept, not run again."""
     import secrets
 
     from laya_qual.mutation import _progress as progress
@@ -452,7 +517,7 @@ def main(*, drawn: list[Mutant], population_size: int, seed: int, hypothesis_see
     output.parent.mkdir(parents=True, exist_ok=True)
     run = SampleRun(drawn, population_size=population_size, seed=seed, hypothesis_seed=h_seed, workers=workers,
                     equivalents=reasons, tests_dir=tests_dir, timeout=timeout, progress=progress, scope=scope,
-                    confirm=confirm, jobs=jobs, time_box=None if time_box is None else time_box * 60,
+                    confirm=confirm, jobs=jobs, time_box=None if time_box is None else time_box * 60, earlier=earlier,
                     checkpoint=lambda partial: output.write_text(json.dumps(partial, indent=2) + "\n"))
     progress(f"{len(drawn)} of {population_size} mutants drawn with seed {seed}; hypothesis seed {h_seed}; "
              f"copies under {run.tmp}")
