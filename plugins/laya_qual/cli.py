@@ -608,7 +608,8 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
     earlier = read_results(resume) if resume else {}
     seed = earlier.get("sampleSeed") if seed is None else seed
     seed = secrets.randbelow(2**31) if seed is None else seed
-    hypothesis_seed = earlier.get("hypothesisSeed") if options["hypothesis_seed"] is None else options["hypothesis_seed"]
+    hypothesis_seed = options["hypothesis_seed"]
+    hypothesis_seed = earlier.get("hypothesisSeed") if hypothesis_seed is None else hypothesis_seed
     everything = mutants.population(installed_layout())
     return run_sample(drawn=_draw(everything, size, seed), population_size=len(everything), seed=seed,
                       hypothesis_seed=hypothesis_seed, workers=options["workers"],
