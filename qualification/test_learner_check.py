@@ -136,3 +136,18 @@ def test_cuda_without_a_gpu_is_a_usage_error_naming_device():
     done = CliRunner().invoke(evolve, ["check", "--layout", "appended", "--device", "cuda"])
     assert done.exit_code == 2, done.output
     assert "Invalid value for --device: device cuda: torch" in done.output and "sees no CUDA device" in done.output
+
+
+@pytest.mark.laya_claim("learner.check.report")
+@pytest.mark.parametrize("option, field", [("--updates", "updates"), ("--microbatch", "microbatch"),
+                                           ("--microbatches", "microbatches")])
+@pytest.mark.parametrize("count", [0, -1])
+def test_a_count_below_one_is_a_usage_error_not_an_empty_equal_check(option, field, count):
+    """A check of no update compares nothing: it must not reach the arms (whose rows would all be
+    equal) nor exit 1, the status of a bitwise difference."""
+    done = CliRunner().invoke(evolve, ["check", "--layout", "appended", option, str(count)])
+    assert done.exit_code == 2, done.output
+    assert f"Invalid value for '{option}': {count} is not in the range x>=1" in done.output
+    with pytest.raises(ValueError, match=f"Experiment.{field} must be at least 1, not {count}"):
+        Experiment(**{field: count})
+    assert Experiment(**{field: 1}).schedule()  # one is enough

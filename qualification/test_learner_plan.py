@@ -184,3 +184,12 @@ def test_a_distributed_run_sends_the_planned_bytes(evolution_group, evolution_wo
         sent = [figures["bytes_sent"] for figures in evolution_group.run(job, ws)]
         assert sent == [requests * plan["activations"], requests * plan["streams"], requests * plan["ids"]], job
         assert sum(sent) == total and sent[1] + sent[2] == requests * plan["between"]  # what crosses nodes
+
+
+@pytest.mark.laya_claim("learner.plan.storage")
+@pytest.mark.parametrize("option", ["--batches", "--microbatch", "--updates"])
+def test_a_count_below_one_is_a_usage_error_naming_the_option(option):
+    done = CliRunner().invoke(evolve, ["plan", "--config", "tiny", option, "0"])
+    assert done.exit_code == 2 and f"Invalid value for '{option}': 0 is not in the range x>=1" in done.output
+    assert "bytes" not in done.output  # nothing projected
+    assert CliRunner().invoke(evolve, ["plan", "--config", "tiny", option, "1"]).exit_code == 0

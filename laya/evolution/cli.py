@@ -23,6 +23,11 @@ def evolve() -> None:
     """Frozen-feature learner: compare with the distributed kernel, account for storage."""
 
 
+# Counts of updates, rows and batches: zero or fewer would compare or project nothing, and a check
+# that compares nothing must not read as equal (exit 1 is reserved for a bitwise difference).
+COUNT = click.IntRange(min=1)
+
+
 def check_options(command):
     """The experiment options `laya evolve check` and `python -m laya.evolution.run check` share."""
     options = [
@@ -31,9 +36,9 @@ def check_options(command):
                           "(the control: trainable copies of the last two blocks)"),
         click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="tiny", show_default=True,
                      help="the parent decoder's shape, by name"),
-        click.option("--updates", type=int, default=8, show_default=True, help="optimizer updates each arm runs"),
-        click.option("--microbatch", type=int, default=2, show_default=True, help="rows per microbatch"),
-        click.option("--microbatches", type=int, default=4, show_default=True, help="distinct microbatches, cycled"),
+        click.option("--updates", type=COUNT, default=8, show_default=True, help="optimizer updates each arm runs"),
+        click.option("--microbatch", type=COUNT, default=2, show_default=True, help="rows per microbatch"),
+        click.option("--microbatches", type=COUNT, default=4, show_default=True, help="distinct microbatches, cycled"),
         click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
                      help="where every rank computes; cuda: a GPU per rank over NCCL when there are enough, "
                           "else all on cuda:0 with CPU hand-offs"),
@@ -133,10 +138,10 @@ def check(layout: str, config_name: str, updates: int, microbatch: int, microbat
 @evolve.command()
 @click.option("--config", "config_name", type=click.Choice(sorted(CONFIGS)), default="parent-1.7b", show_default=True,
               help="the parent decoder's shape, by name")
-@click.option("--batches", type=int, default=128, show_default=True,
+@click.option("--batches", type=COUNT, default=128, show_default=True,
               help="batches in the schedule, a feature packet each")
-@click.option("--microbatch", type=int, default=8, show_default=True, help="rows per batch")
-@click.option("--updates", type=int, default=None, help="updates the schedule runs  [default: --batches, one pass]")
+@click.option("--microbatch", type=COUNT, default=8, show_default=True, help="rows per batch")
+@click.option("--updates", type=COUNT, default=None, help="updates the schedule runs  [default: --batches, one pass]")
 def plan(config_name: str, batches: int, microbatch: int, updates: int | None) -> None:
     """Storage for feature packets over a schedule (per packet, per stream, in total) and the bytes each
     arm sends, with what crosses between nodes when the owners and the learner are on different nodes."""

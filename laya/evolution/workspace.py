@@ -36,6 +36,12 @@ class Experiment:
     adam: AdamSettings = field(default_factory=AdamSettings)
     device: str = "cpu"          # where every arm computes; tensors cross processes and files on the CPU
 
+    def __post_init__(self) -> None:
+        # An experiment of no update compares nothing, and its arms would read as equal.
+        for name in ("microbatch", "microbatches", "updates"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Experiment.{name} must be at least 1, not {getattr(self, name)}")
+
     @property
     def cut(self) -> int:
         return self.layout.cut_layer(self.config)

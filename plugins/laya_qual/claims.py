@@ -577,7 +577,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "4 x (vocab x width + 2 x width); for parent-1.7b over 128 batches (its defaults), and for no "
           "other schedule, it ends with the predecessor design's 13.82 GB stream beside its own per-stream "
           "figure and the 13180 positions per batch that figure means at width 2048 (docs/evolution.md); "
-          "and a packet the runtime writes holds exactly the planned tensor bytes."),
+          "and a packet the runtime writes holds exactly the planned tensor bytes; a count (--batches, "
+          "--microbatch, --updates) below 1 is a usage error naming the option (exit 2), nothing printed."),
     Claim("learner.plan.transfer",
           "`laya evolve plan` prints, per layout, the bytes one prefix request sends: ids = microbatch x "
           "sequence x 8 (learner to owner 0), activations = microbatch x sequence x width x 4 (owner 0 to "
@@ -613,7 +614,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "`handoff_device` (cpu for CPU ranks) and per update each arm's state digest, equal where the "
           "arms are bitwise equal and different from one update to the next; any difference exits 1 with "
           "MISMATCH on stderr; `--device cuda` where torch sees no CUDA device is a usage error naming "
-          "--device (exit 2) before any rank starts."),
+          "--device (exit 2) before any rank starts, and so is a count (--updates, --microbatch, "
+          "--microbatches) below 1, which Experiment refuses with ValueError naming the field."),
     Claim("learner.group.errors",
           "A rank that raises in a job on several ranks stops the group with DistributedError naming the "
           "job and that rank alone, its cause the rank's own error with the worker's traceback noted; a "
