@@ -115,6 +115,23 @@ def test_docs_laya_qual_cli_md_is_the_rendered_reference(reference):
         "docs/laya-qual-cli.md is stale: python tests/test_laya_qual_cli.py --write"
 
 
+@pytest.mark.parametrize("args, message", [
+    (["run", "-n", "-2", "--plan"], "Invalid value for '--workers' / '-n': -2 is not in the range x>=0."),
+    (["coverage", "--workers", "-1"], "Invalid value for '--workers' / '-n': -1 is not in the range x>=0."),
+    (["coverage", "--timeout", "0"], "Invalid value for '--timeout': 0.0 is not in the range x>0."),
+    (["mutate", "--workers", "-1"], "Invalid value for '--workers' / '-n': -1 is not in the range x>=0."),
+    (["mutate", "--jobs", "0"], "Invalid value for '--jobs': 0 is not in the range x>=1."),
+    (["mutate", "--seeds", "0"], "Invalid value for '--seeds': 0 is not in the range x>=1."),
+    (["mutate", "--timeout", "-5"], "Invalid value for '--timeout': -5.0 is not in the range x>0."),
+    (["mutate", "--require-rate", "1.5"], "Invalid value for '--require-rate': 1.5 is not in the range 0<=x<=1."),
+])
+def test_a_count_or_time_out_of_its_range_is_a_usage_error(args, message):
+    """Before any work: -n -2 was planned as one worker, a negative timeout ended the coverage
+    run as 'not green', --jobs 0 failed after the whole baseline."""
+    result = CliRunner().invoke(laya_qual_cli, args)
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
 def write() -> None:
     """Rewrite the reference from the live CLI, and docs/laya-qual-cli.md from the reference."""
     commands = live()

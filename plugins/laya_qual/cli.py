@@ -34,6 +34,9 @@ DEV_KEY = "$XDG_CACHE_HOME/laya-qual/dev-key (~/.cache/laya-qual/dev-key without
 # or a required claim falls short.
 EXIT_REJECTED = 3
 RESULTS = ("PASSED", "WARNED", "FAILED")
+# What an option of this kind may be: 0 workers runs in-process; a timeout is a positive time.
+WORKERS = click.IntRange(min=0)
+SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -315,7 +318,8 @@ class NoReport(click.ClickException):
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
-@click.option("--workers", "-n", default=2, show_default=True, help="xdist workers for the suite pass (0: in-process)")
+@click.option("--workers", "-n", type=WORKERS, default=2, show_default=True,
+              help="xdist workers for the suite pass (0: in-process)")
 @click.option("--artifact", "artifacts", multiple=True, metavar="DIR", help="qualify this artifact too")
 @click.option("--base", metavar="DIR", help="shared base for the --artifact heads")
 @click.option("--key", metavar="KEY",
@@ -521,21 +525,23 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
 
 
 @main.command()
-@click.option("--seeds", default=1, show_default=True, help="run every defect and the baseline under K Hypothesis seeds")
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="run every defect and the baseline under K Hypothesis seeds")
 @click.option("--hypothesis-seed", type=int, help="first seed (default: random, recorded); seeds are N, N+1, ...")
-@click.option("--workers", "-n", default=2, show_default=True, help="most xdist workers a run may use")
-@click.option("--jobs", default=1, show_default=True, help="defects (mutants) run at the same time")
+@click.option("--workers", "-n", type=WORKERS, default=2, show_default=True, help="most xdist workers a run may use")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="defects (mutants) run at the same time")
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
               help="run the whole suite on a defect its claims' tests (a mutant its covering tests) missed "
                    "before calling it survived")
-@click.option("--timeout", type=float, help="seconds per pytest run (default: from the baseline timings)")
+@click.option("--timeout", type=SECONDS, help="seconds per pytest run (default: from the baseline timings)")
 @click.option("--only", multiple=True, metavar="ID", help="run only these defect ids (repeatable)")
 @click.option("--claims", metavar="PATTERN[,...]",
               help="limit every run to these claims' tests (a quick, partial figure)")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="results JSON (default: reports/mutation-<UTC time>.json, with --sample "
                    "reports/mutants-<UTC time>.json, with --resume the file resumed)")
-@click.option("--require-rate", type=float, metavar="R",
+@click.option("--require-rate", type=click.FloatRange(0, 1), metavar="R",
               help="exit 1 if the kill rate (with --sample: its 95% lower bound) is below R (0..1)")
 @click.option("--sample", type=click.IntRange(min=1), metavar="N",
               help="instead of the catalogue: N automatic mutants drawn uniformly from the whole population")
@@ -621,11 +627,11 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
 
 
 @main.command("coverage")
-@click.option("--workers", "-n", default=2, show_default=True, help="xdist workers for the suite run")
+@click.option("--workers", "-n", type=WORKERS, default=2, show_default=True, help="xdist workers for the suite run")
 @click.option("--hypothesis-seed", type=int, help="the suite's Hypothesis seed (default: random, recorded)")
 @click.option("--claims", metavar="PATTERN[,...]",
               help="only these claims' tests: a quick, partial figure that --laya-coverage refuses")
-@click.option("--timeout", type=float, help="seconds the suite run may take (default: 7200)")
+@click.option("--timeout", type=SECONDS, help="seconds the suite run may take (default: 7200)")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="results JSON (default: reports/coverage-<UTC time>.json); the combined coverage data "
                    "is kept beside it (same name, .coverage)")
