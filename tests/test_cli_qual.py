@@ -189,6 +189,7 @@ def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     assert f"bundle: reports/{bundle.name}" in result.output
     assert f"signature verified with {dev}.pub" in result.output
     assert "DEVELOPMENT key" in result.output
+    assert "\n\n\n" not in result.stdout and result.stdout.endswith(".pub\n")  # one blank line between parts
     assert result.exit_code != 0  # nothing ran: pytest exit 5, and the report is WARNED
     assert stat.S_IMODE(dev.stat().st_mode) == 0o600
     # no key in the project: the bundle, and the durations store that balances later shards and plans

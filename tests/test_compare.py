@@ -123,7 +123,9 @@ def cli(*args):
 def compared(old: Path, new: Path, key, *extra) -> dict:
     result = cli("compare", old, new, "--public-key", key[1], "--json", *extra)
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    report = json.loads(result.stdout)
+    assert result.stdout == json.dumps(report, indent=1, sort_keys=True) + "\n"  # as documented: diffable
+    return report
 
 
 def changes(report: dict) -> list[tuple]:

@@ -321,14 +321,17 @@ def test_benchmark_bars_are_the_reports_arms(pages):
             assert medians == [b["median"]]
             keys = set()
             for svg in section.all("svg", data_plot="benchmark"):
-                x, _ = frame_of(svg)
-                for bar in svg.all("rect"):
+                x, y = frame_of(svg)
+                bars = svg.all("rect")
+                for row, bar in enumerate(bars):
                     key = bar.attrs["data-key"]
                     value = b["extraInfo"]
                     for part in key.split("."):
                         value = value[part]
                     assert float(bar.attrs["data-value"]) == value, (b["test"], key)
                     assert near(bar.attrs["width"], x(value) - x(0)), (key, bar.attrs["width"])
+                    top, height = float(bar.attrs["y"]), float(bar.attrs["height"])  # within its own row's band
+                    assert y(len(bars) - row) <= top and top + height <= y(len(bars) - row - 1), (key, top)
                     keys.add(key)
             if name != "release":
                 assert keys == ARM_KEYS

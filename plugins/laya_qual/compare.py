@@ -338,7 +338,7 @@ def compare(old: tuple[str, str, dict], new: tuple[str, str, dict], thresholds: 
 
 
 def as_json(comparison: dict) -> str:
-    return json.dumps(comparison, indent=1, sort_keys=True)
+    return json.dumps(comparison, indent=1, sort_keys=True) + "\n"
 
 
 # --- views --------------------------------------------------------------------------------
