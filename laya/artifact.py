@@ -52,10 +52,6 @@ class ArtifactFiles:
     def __getitem__(self, role: str) -> PinnedFile:
         return self.files[role]
 
-    @property
-    def has_head(self) -> bool:
-        return all(role in self.files for role in HEAD_ROLES)
-
 
 def read_artifact_files(directory: str | os.PathLike, *, require_head: bool = True) -> ArtifactFiles:
     """Read and verify every file an artifact's manifest lists.

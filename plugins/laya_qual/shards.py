@@ -97,7 +97,3 @@ def assign(tests: list[str], durations: dict[str, float], count: int,
         out[test] = shard + 1
         load[shard] += seconds[test]
     return out
-
-
-def selection_digest(tests: list[str]) -> str:
-    return hashlib.sha256("\n".join(sorted(tests)).encode()).hexdigest()
