@@ -130,3 +130,18 @@ def test_a_launch_of_four_ranks_exits_2_before_any_work(tmp_path):
     assert done.stderr.startswith("laya.evolution.run: launch: WORLD_SIZE is 4; the check needs exactly 3 "
                                   "ranks"), done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "ws").exists()
+
+
+@pytest.mark.laya_claim("learner.torchrun")
+@pytest.mark.parametrize("option, value, says", [
+    ("--updates", "0", "Invalid value for '--updates': 0 is not in the range x>=1"),
+    ("--timeout-s", "0", "Invalid value for '--timeout-s': 0.0 is not in the range x>0"),
+])
+def test_a_count_or_timeout_out_of_range_is_a_usage_error_before_the_launch(monkeypatch, option, value, says):
+    """Refused by the launcher's own options, before it looks for torchrun's variables."""
+    from click.testing import CliRunner
+
+    for name in TORCHRUN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    done = CliRunner().invoke(run.main, ["check", "--layout", "appended", "--workdir", "ws", option, value])
+    assert done.exit_code == 2 and says in done.output, done.output

@@ -135,7 +135,7 @@ def main() -> None:
 @check_options
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="empty or new directory for the workspace; shared storage, same path, across nodes")
-@click.option("--timeout-s", type=float, default=1800.0, show_default=True,
+@click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True,
               help="gloo's timeout for every operation and the store")
 def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, device: str,
           json_path: Path | None, workdir: Path, timeout_s: float) -> None:

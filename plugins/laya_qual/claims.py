@@ -601,7 +601,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "--workdir that is other files on some ranks (same path) is refused on every rank naming each "
           "rank that cannot read the committed parent or reads another file; a start without "
           "torchrun's RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT is refused naming the missing ones, "
-          "and one with WORLD_SIZE other than 3 exits 2 naming it, before any work."),
+          "and one with WORLD_SIZE other than 3 exits 2 naming it, before any work; so does a count below 1 "
+          "or a --timeout-s not above 0, a usage error naming the option."),
     Claim("learner.compare",
           "The arms' comparison (laya.evolution.compare) names, per update, exactly the tensors that "
           "differ, even by one ulp: loss, gradient norm, each parameter, each Adam slot (step, exp_avg, "
