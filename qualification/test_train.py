@@ -487,17 +487,18 @@ def test_each_task_is_fitted_on_its_own_splits(trained, kind):
 
 
 def reference_adam(features: list[torch.Tensor], targets: list[torch.Tensor], rows: list[int], weight: torch.Tensor,
-                   lr: float, steps: int) -> torch.Tensor:
-    """Full-batch Adam (torch's documented update, betas 0.9/0.999, eps 1e-8) in float64 on
-    mean cross-entropy against soft targets; returns the readout weights. The bias is left
-    out: a task's options share it, so softmax ignores it and its gradient is zero."""
+                   lr: float, batches: list[list[int]]) -> torch.Tensor:
+    """Adam (torch's documented update, betas 0.9/0.999, eps 1e-8) in float64, one step per
+    batch (positions into ``features``) on the batch's *mean* cross-entropy against the
+    targets; returns the readout weights. The bias is left out: a task's options share it, so
+    softmax ignores it and its gradient is zero."""
     w = weight.double().clone()
     m, v = torch.zeros_like(w), torch.zeros_like(w)
-    for t in range(1, steps + 1):
+    for t, batch in enumerate(batches, start=1):
         grad = torch.zeros_like(w)
-        for x, target, row in zip(features, targets, rows):
-            p = torch.softmax(x.double() @ w[row], dim=0)
-            grad[row] += (p - target) @ x.double() / len(features)  # d(-sum t log p)/d scores = p - t
+        for j in batch:
+            p = torch.softmax(features[j].double() @ w[rows[j]], dim=0)
+            grad[rows[j]] += (p - targets[j]) @ features[j].double() / len(batch)  # d(-sum t log p)/d s = p - t
         m = 0.9 * m + 0.1 * grad
         v = 0.999 * v + 0.001 * grad ** 2
         w = w - lr * (m / (1 - 0.9 ** t)) / ((v / (1 - 0.999 ** t)).sqrt() + 1e-8)
@@ -523,7 +524,49 @@ def test_soft_targets_are_the_cross_entropy_targets(trained, shares):
     config = TrainConfig(seed=0, epochs=4, batch_size=len(indices), learning_rate=0.01)
     got = train_head(trained.store, examples, indices, initial, config).weight
     rows = [("answer", "triage").index(examples[i].request.task) for i in indices]
-    expected = reference_adam([trained.store.markers[i] for i in indices], targets, rows, initial.weight, 0.01, 4)
+    expected = reference_adam([trained.store.markers[i] for i in indices], targets, rows, initial.weight, 0.01,
+                              [list(range(len(indices)))] * 4)
+    assert torch.allclose(got.double(), expected, atol=1e-4, rtol=0), float((got.double() - expected).abs().max())
+
+
+def documented_batches(n: int, batch_size: int, epochs: int, seed: int) -> list[list[int]]:
+    """docs/training.md's order: per epoch, torch.randperm(n) from one CPU generator seeded
+    with the seed, cut into runs of batch_size (the last one shorter)."""
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(epochs):
+        order = torch.randperm(n, generator=generator).tolist()
+        batches += [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    return batches
+
+
+@pytest.mark.laya_claim("train.minibatch")
+@given(n=st.integers(3, 9), batch_size=st.integers(1, 8), epochs=st.integers(1, 3), seed=seeds(),
+       soft=st.booleans())
+@example(n=8, batch_size=3, epochs=2, seed=0, soft=False)  # batches of 3, 3 and 2: the mean is not the sum
+@example(n=5, batch_size=5, epochs=1, seed=1, soft=True)   # one full batch
+def test_every_minibatch_step_is_adam_on_the_batch_mean(trained, n, batch_size, epochs, seed, soft):
+    """Mini-batches in the documented order, the last one shorter, each one Adam step on its
+    examples' mean cross-entropy: the trained readout equals the float64 reference step for step
+    (a loss summed over the batch, or batches in another order, weighs the steps otherwise)."""
+    indices = [j for j in trained.splits["train"]][:n]
+    examples = list(trained.examples)
+    targets = []
+    for number, i in enumerate(indices):
+        k = len(examples[i].request.options)
+        if soft:
+            target = torch.arange(1, k + 1, dtype=torch.float64).roll(number) / (k * (k + 1) / 2)
+            examples[i] = Example(examples[i].id, "train", examples[i].request, None, tuple(target.tolist()))
+        else:
+            target = torch.nn.functional.one_hot(torch.tensor(examples[i].label), k).double()
+        targets.append(target)
+    tasks = ("answer", "triage")
+    initial = initial_head(tasks, trained.base.hidden_size, seed=3)
+    config = TrainConfig(seed=seed, epochs=epochs, batch_size=batch_size, learning_rate=0.01)
+    got = train_head(trained.store, examples, indices, initial, config).weight
+    rows = [tasks.index(examples[i].request.task) for i in indices]
+    expected = reference_adam([trained.store.markers[i] for i in indices], targets, rows, initial.weight, 0.01,
+                              documented_batches(n, batch_size, epochs, seed))
     assert torch.allclose(got.double(), expected, atol=1e-4, rtol=0), float((got.double() - expected).abs().max())
 
 

@@ -432,6 +432,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("train.soft-targets",
           "With soft targets, a few full-batch Adam steps of the zero-layer trainer equal a float64 "
           "reference minimising cross-entropy against the whole target distribution."),
+    Claim("train.minibatch",
+          "The zero-layer trainer's mini-batches follow the documented order (per epoch torch.randperm "
+          "from one CPU generator seeded with the seed, cut into batch_size, the last batch shorter) and "
+          "each is one Adam step on its examples' mean cross-entropy (hard labels or soft targets): "
+          "the trained readout equals a float64 reference step for step."),
     Claim("train.dataset.parse",
           "A bad dataset line (not JSON or UTF-8, unknown or missing field, bad split, label, "
           "target or options) is refused with DatasetError naming its 1-based line and the field."),
