@@ -344,6 +344,9 @@ REFUSALS = [
                  {}, "model.safetensors", "encoder.layer.0.attention.q.weight", id="misnamed-tensor"),
     pytest.param(edit_tensors(lambda t: {n: v for n, v in t.items() if n != "encoder.layer.1.output.dense.bias"}),
                  {}, "model.safetensors", "encoder.layer.1.output.dense.bias", id="missing-tensor"),
+    pytest.param(edit_tensors(lambda t: {n: v for n, v in t.items()
+                                         if n not in ("encoder.layer.1.output.dense.bias", "embeddings.word_embeddings.weight")}),
+                 {}, "model.safetensors", "embeddings.word_embeddings.weight", id="two-missing-the-first-named"),
     pytest.param(edit_tensors(lambda t: {**t, Q0: torch.zeros(HIDDEN, HIDDEN + 1)}), {}, "model.safetensors", Q0,
                  id="wrong-shape"),
     pytest.param(edit_tensors(lambda t: {**t, Q0: t[Q0].double()}), {}, "model.safetensors", Q0, id="float64"),

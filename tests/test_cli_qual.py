@@ -221,3 +221,20 @@ def test_committed_release_reports_verify_with_their_keys():
         summary = bundle.with_name(bundle.name.removesuffix(".intoto.jsonl") + ".md")
         shown = cli("show", bundle, "--public-key", public, "--markdown")
         assert shown.exit_code == 0 and shown.output == summary.read_text(), f"{summary.name} is not `show --markdown`"
+
+
+@pytest.mark.parametrize("seconds, shown", [(2.5, "2.5 s"), (1.0, "1 s"), (0.0125, "12.5 ms"), (3e-6, "3 µs"),
+                                            (5e-10, "0.5 ns"), (0.0, "0 ns")])
+def test_durations_are_shown_in_the_largest_unit_they_reach(seconds, shown):
+    from laya_qual.summary import duration
+
+    assert duration(seconds) == shown
+
+
+def test_claims_are_listed_unknown_verdicts_first_then_failures_then_the_rest():
+    """A verdict this harness does not know (a newer report's) is the most alarming row."""
+    from laya_qual.summary import failures_first
+
+    claims = [{"id": i, "verdict": v} for i, v in
+              enumerate(["passed", "not evaluated", "failed", "someday", "passed", "failed"])]
+    assert [c["id"] for c in failures_first(claims)] == [3, 2, 5, 1, 0, 4]

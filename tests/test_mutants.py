@@ -458,3 +458,13 @@ def test_resume_from_the_command_line_takes_its_seeds_and_writes_back(tmp_path, 
     assert list(tmp_path.glob("laya-mutants-*")) == [], "the package copies were left behind"
     result = CliRunner().invoke(main, ["mutate", "--sample", "1", "--resume", str(path)])
     assert result.exit_code == 1 and "cannot resume: the earlier run measured 1 mutants" in result.output
+
+
+def test_a_stage_records_its_seconds_to_a_tenth():
+    from laya_qual.mutant_run import _stage
+    from laya_qual.mutation import RunResult
+
+    stage = _stage("covering tests", RunResult("failed", "t::x", 12.3456, 1, "output"), 4)
+    assert stage == {"stage": "covering tests", "outcome": "failed", "firstFailure": "t::x", "seconds": 12.3,
+                     "tests": 4}
+    assert "tests" not in _stage("suite", RunResult("passed", None, 0.04, 0, ""))

@@ -133,6 +133,11 @@ def test_three_shards_merge_into_the_unsharded_report(project, monkeypatch):
     [laya] = [s for s, _ in read_statements(merged) if "qualification" in s["predicateType"]]
     assert [(p["shard"], p["runner"]["name"], p["runner"]["cores"]) for p in laya["predicate"]["passes"]] == [
         (f"{k}/3", f"runner-{k}", os.cpu_count()) for k in (1, 2, 3)]
+    invocations = [json.loads(open(s).read())["context"]["invocation"] for s in shards]
+    merged_run = laya["predicate"]["invocation"]  # the run spans its shards: the first start, the last finish
+    assert merged_run["startedOn"] == min(i["startedOn"] for i in invocations)
+    assert merged_run["finishedOn"] == max(i["finishedOn"] for i in invocations)
+    assert merged_run["exitStatus"] == max(i["exitStatus"] for i in invocations) == 1
 
 
 def test_incomplete_or_foreign_shards_are_refused_by_name(project):
@@ -259,3 +264,18 @@ def test_quick(n):
     lines = [line for line in result.stderr.lines if line.startswith("laya_qual progress:")]
     assert lines and lines[-1].startswith("laya_qual progress: 51/51 tests")
     assert len(lines) <= elapsed / 0.2 + 2, (len(lines), elapsed)
+
+
+def test_run_shard_exits_0_once_its_evidence_is_complete(tmp_path, monkeypatch):
+    """`laya-qual run --shard 2/2` (not the benchmark shard) through the command line: exit 0 with
+    its evidence written, though its selection ran no test; docs/laya-qual-cli.md's exit status."""
+    monkeypatch.chdir(tmp_path)
+    for var in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+        monkeypatch.delenv(var)
+    out = tmp_path / "shard-2.json"
+    result = CliRunner().invoke(laya_qual, ["run", "--shard", "2/2", "--workers", "0", "--out", str(out), "--",
+                                            "-k", "no_test_is_called_this", "-q", *SEED])
+    assert result.exit_code == 0, result.output
+    assert f"shard evidence: {out} (unsigned;" in result.output
+    evidence = json.loads(out.read_text())
+    assert evidence["selection"]["shard"]["index"] == 2 and evidence["records"] == []
