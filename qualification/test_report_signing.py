@@ -486,3 +486,19 @@ def test_signature_base64_malleability_is_refused(bundle, keys):
     bundle.write_text(json.dumps(env) + "\n" + lines[1] + "\n")
     with pytest.raises(VerifyError, match="canonical base64"):
         verify_bundle(bundle, keys[1])
+
+
+@pytest.mark.laya_claim("report.verify.tamper")
+@pytest.mark.parametrize("extra", ["\n", " ", "!", "-"])
+def test_a_signature_with_a_character_outside_base64_is_refused_as_not_base64(bundle, keys, extra):
+    """A lenient decoder skips the stray character and gets the same signature bytes; strict
+    base64 refuses the text itself, before any canonical re-spelling is compared."""
+    lines = bundle.read_text().splitlines()
+    env = json.loads(lines[0])
+    text = env["signatures"][0]["sig"]
+    sloppy = text[:10] + extra + text[10:]
+    assert base64.b64decode(sloppy) == base64.b64decode(text)  # "-" too: urlsafe's digit, skipped by standard
+    env["signatures"][0]["sig"] = sloppy
+    bundle.write_text(json.dumps(env) + "\n" + lines[1] + "\n")
+    with pytest.raises(VerifyError, match="is not valid base64"):
+        verify_bundle(bundle, keys[1])

@@ -341,6 +341,23 @@ def test_benchmark_bars_are_the_reports_arms(pages):
                 assert {"learner_update_seconds_median", "kernel_update_seconds_median"} <= keys
 
 
+def test_every_mark_lies_inside_its_picture(pages):
+    """No line, bar or label of a plot is drawn past its <svg>'s width or height (which would
+    clip an axis label off the page)."""
+    for name, (_, _, page) in pages.items():
+        for svg in page.all("svg"):
+            width, height = float(svg.attrs["width"]), float(svg.attrs["height"])
+            for mark in svg.all():
+                a = mark.attrs
+                xs = [float(a[k]) for k in ("x", "x1", "x2", "cx") if k in a]
+                ys = [float(a[k]) for k in ("y", "y1", "y2", "cy") if k in a]
+                if mark.tag == "rect":
+                    xs.append(float(a["x"]) + float(a["width"]))
+                    ys.append(float(a["y"]) + float(a["height"]))
+                assert all(0 <= x <= width for x in xs) and all(0 <= y <= height for y in ys), \
+                    (name, svg.attrs.get("data-plot"), mark.tag, a, width, height)
+
+
 def test_task_names_and_statements_are_text_not_markup(pages):
     """The markup-named task appears as text and as an attribute value; the page holds one
     script, the filter, which the Content-Security-Policy pins by hash."""
