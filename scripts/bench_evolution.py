@@ -13,12 +13,78 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import tempfile
 from pathlib import Path
 
-from laya.evolution.bench import bench, profile
-from laya.evolution.layouts import LAYOUTS
-from laya.evolution.parent import CONFIGS
+import torch
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile as torch_profile
+
+from laya.evolution.bench import bench
+from laya.evolution.group import Group
+from laya.evolution.layouts import LAYOUTS, Layout, build_tail
+from laya.evolution.numerics import clock, use_device
+from laya.evolution.parent import CONFIGS, build_blocks, build_decoder_head, build_embed, read_parent
 from laya.evolution.placement import HANDOFFS
+from laya.evolution.prefix import run_blocks
+from laya.evolution.tail_training import make_optimizer, train_step
+from laya.evolution.workspace import Experiment, Workspace, prepare, read_tensors
+
+
+def _profile_job(rank: int, ws: Workspace, rounds: int) -> dict:
+    """Medians of the pieces of one update, in one pinned process: what the arms' ratio is made of."""
+    device = use_device(ws.exp.device)
+    cfg, state, _ = read_parent(ws.parent_file)
+    owned = cfg.depth if "reference" in ws.exp.layout.streams else ws.exp.cut  # blocks the owners run per update
+    embed, prefix = build_embed(cfg, state).to(device), build_blocks(cfg, state, range(owned)).to(device)
+    head = build_decoder_head(cfg, read_tensors(ws.head_file)[0]).to(device)
+    tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
+    opt, mb = make_optimizer(tail, ws.exp.adam), ws.microbatches[0]
+    ids = mb.input_ids.to(device)
+
+    def timed(fn) -> float:
+        samples = []
+        for _ in range(rounds):
+            t0 = clock(device)
+            fn()
+            samples.append(clock(device) - t0)
+        return statistics.median(samples)
+
+    with torch.no_grad():
+        features = run_blocks(prefix, embed(ids))
+    reference = features if "reference" in ws.exp.layout.streams else None  # same shape and cost
+
+    def step():
+        return train_step(tail, head, opt, features, reference, mb, ws.exp.retention)
+
+    @torch.no_grad()
+    def prefix_forward():
+        return run_blocks(prefix, embed(ids))
+
+    @torch.no_grad()
+    def head_forward():
+        return head(features)
+
+    figures = {"prefix_forward_seconds": timed(prefix_forward), "train_step_seconds": timed(step),
+               "head_forward_seconds": timed(head_forward)}
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        step()
+    which = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"  # CPU time is launch cost on CUDA
+    top = sorted(prof.key_averages(), key=lambda e: getattr(e, which), reverse=True)[:8]
+    figures["train_step_top_ops"] = [(e.key, round(getattr(e, which) / 1e3, 2)) for e in top]  # ms
+    return figures
+
+
+def profile(config_name: str, layout: str = "appended", *, microbatch: int = 4, device: str = "cpu",
+            rounds: int = 5) -> dict:
+    """Where one update's time goes: prefix forward (what the learner skips) vs the update itself.
+    The job runs in a Group worker, which finds it in this script (spawn re-imports it)."""
+    exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), microbatch=microbatch,
+                     microbatches=1, updates=1, device=device)
+    with tempfile.TemporaryDirectory(prefix="laya-profile-") as root, Group(1, device=device, timeout_s=3600) as local:
+        return local.run(_profile_job, prepare(exp, Path(root)), rounds)[0]
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 Shared by scripts/bench_evolution.py, scripts/gpu-probe.sh and the
 `bench.learner.speedup` claim so all three report the same figures the same way.
+(The script's `--profile`, which times the pieces of one update, is the script's own.)
 Both arms keep per-update snapshots and are compared bitwise (every update, then
 the serialized final tail), so every figure comes from a run that was exact.
 """
@@ -14,10 +15,7 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-import torch
 from safetensors.torch import save as st_save
-from torch.profiler import ProfilerActivity
-from torch.profiler import profile as torch_profile
 
 from laya.binding import sha256
 
@@ -25,13 +23,10 @@ from .accounting import flop_model, projection
 from .check import run_arms
 from .group import Group
 from .kernel import LEARNER
-from .layouts import Layout, build_tail
-from .numerics import clock, use_device
+from .layouts import Layout
 from .placement import require_device
-from .parent import CONFIGS, build_blocks, build_embed, build_decoder_head, read_parent
-from .prefix import run_blocks
-from .tail_training import make_optimizer, train_step
-from .workspace import Experiment, Workspace, prepare, read_tensors
+from .parent import CONFIGS
+from .workspace import Experiment, prepare
 
 
 def machine_load() -> dict:
@@ -122,57 +117,3 @@ def bench(config_name: str, layout: str = "appended", *, updates: int = 8, micro
         "limit_measured": (sum(owners) + handoff + local_update) / local_update,
     }
     return figures
-
-
-def _profile_job(rank: int, ws: Workspace, rounds: int) -> dict:
-    """Medians of the pieces of one update, in one pinned process: what the arms' ratio is made of."""
-    device = use_device(ws.exp.device)
-    cfg, state, _ = read_parent(ws.parent_file)
-    owned = cfg.depth if "reference" in ws.exp.layout.streams else ws.exp.cut  # blocks the owners run per update
-    embed, prefix = build_embed(cfg, state).to(device), build_blocks(cfg, state, range(owned)).to(device)
-    head = build_decoder_head(cfg, read_tensors(ws.head_file)[0]).to(device)
-    tail = build_tail(cfg, read_tensors(ws.tail_file)[0], ws.exp.layout.tail_blocks).to(device)
-    opt, mb = make_optimizer(tail, ws.exp.adam), ws.microbatches[0]
-    ids = mb.input_ids.to(device)
-
-    def timed(fn) -> float:
-        samples = []
-        for _ in range(rounds):
-            t0 = clock(device)
-            fn()
-            samples.append(clock(device) - t0)
-        return statistics.median(samples)
-
-    with torch.no_grad():
-        features = run_blocks(prefix, embed(ids))
-    reference = features if "reference" in ws.exp.layout.streams else None  # same shape and cost
-
-    def step():
-        return train_step(tail, head, opt, features, reference, mb, ws.exp.retention)
-
-    @torch.no_grad()
-    def prefix_forward():
-        return run_blocks(prefix, embed(ids))
-
-    @torch.no_grad()
-    def head_forward():
-        return head(features)
-
-    figures = {"prefix_forward_seconds": timed(prefix_forward), "train_step_seconds": timed(step),
-               "head_forward_seconds": timed(head_forward)}
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with torch_profile(activities=activities) as prof:
-        step()
-    which = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"  # CPU time is launch cost on CUDA
-    top = sorted(prof.key_averages(), key=lambda e: getattr(e, which), reverse=True)[:8]
-    figures["train_step_top_ops"] = [(e.key, round(getattr(e, which) / 1e3, 2)) for e in top]  # ms
-    return figures
-
-
-def profile(config_name: str, layout: str = "appended", *, microbatch: int = 4, device: str = "cpu",
-            rounds: int = 5) -> dict:
-    """Where one update's time goes: prefix forward (what the learner skips) vs the update itself."""
-    exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), microbatch=microbatch,
-                     microbatches=1, updates=1, device=device)
-    with tempfile.TemporaryDirectory(prefix="laya-profile-") as root, Group(1, device=device, timeout_s=3600) as local:
-        return local.run(_profile_job, prepare(exp, Path(root)), rounds)[0]
