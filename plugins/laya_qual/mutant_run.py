@@ -345,7 +345,7 @@ class SampleRun:
             self.progress(f"resuming: {len(done)} of the {len(self.mutants)} drawn measured before, "
                           f"{len(self.mutants) - len(done)} to run")
         remaining = [i for i in range(len(self.mutants)) if i not in done]
-        result["baseline"] = self.baseline() if remaining else self.earlier["baseline"]
+        result["baseline"] = self.baseline() if remaining else self.earlier.get("baseline")
         lock = threading.Lock()
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:  # starts them in index order
             futures = {pool.submit(self._started_in_time, self.mutants[i], i, t0): i for i in remaining}
