@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from x import y
 
 
-def f(a: int, b, cfg) -> int:
-    """Nor this one."""
+def f(a: int | None, b, cfg, *, key: str | bytes = "k", **rest: int | str) -> int | None:
+    """Nor this one; nor the annotations, which never run under postponed evaluation."""
     if a < b and not cfg.on:
         return a + 1
     total = g(a, b, scale=2)

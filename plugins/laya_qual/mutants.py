@@ -182,9 +182,10 @@ def _skipped_children(node: ast.AST) -> set[int]:
             and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         skip.append(body[0])
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        skip += [a.annotation for a in ast.walk(node.args) if isinstance(a, ast.arg) and a.annotation]
-        skip += [node.returns] if node.returns else []
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns:
+        skip.append(node.returns)
+    if isinstance(node, ast.arg) and node.annotation:  # a parameter's, under the def's arguments
+        skip.append(node.annotation)
     if isinstance(node, ast.AnnAssign):
         skip.append(node.annotation)
     if isinstance(node, ast.JoinedStr):
