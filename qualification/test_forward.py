@@ -28,6 +28,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+import laya.encoder as laya_encoder
 from laya import Request
 from laya.errors import RequestError
 from laya_qual.synth import reference as reference_module
@@ -170,6 +171,19 @@ def synthetic(artifact_factory, load_model, reference_for, kind: str, seed: int,
 def test_synthetic_encoder_matches_reference(artifact_factory, load_model, reference_for, seed, config, request):
     model, reference = synthetic(artifact_factory, load_model, reference_for, "float32", seed, config)
     assert_encoder_matches(model, reference, request)
+
+
+@pytest.mark.laya_claim("forward.reference.encoder")
+@given(seed=seeds(), config=artifact_configs(), request=request_texts())
+@example(seed=3, config=EPS_EXAMPLE, request=FULL_REQUEST)
+def test_torchs_own_linear_kernels_match_the_reference_too(artifact_factory, load_model, reference_for, seed,
+                                                            config, request):
+    """The packed forward's other kernel set (torch's own ops: what a GPU, or a CPU build
+    without oneDNN, runs) on this CPU: the same bound against the same reference."""
+    model, reference = synthetic(artifact_factory, load_model, reference_for, "float32", seed, config)
+    with pytest.MonkeyPatch.context() as patch:  # the choice alone, per forward; the kernels are the real ones
+        patch.setattr(laya_encoder, "linear_kernels", lambda device: laya_encoder.AtenLinear)
+        assert_encoder_matches(model, reference, request)
 
 
 @pytest.mark.parametrize("kind", HEAD_CLAIMS)

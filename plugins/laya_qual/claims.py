@@ -132,7 +132,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("forward.reference.encoder",
           "VerifiedBase.encode's final states equal a float64 BERT reference written from "
           "docs/artifact-v1.md (reading the artifact's files itself) within 1e-5 per layer traversed, "
-          "on the qualified artifacts and on random synthetic configurations."),
+          "on the qualified artifacts and on random synthetic configurations, through either set of the "
+          "packed forward's linear kernels (oneDNN's fused ones on the CPU, and torch's own, which GPUs run)."),
     Claim("forward.reference.float32",
           "A float32 head's probabilities equal the float64 reference forward's within "
           "||w_t||_1 * 1e-5 * layers / (2 * temperature) + 1e-6."),
