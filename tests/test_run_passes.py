@@ -113,3 +113,22 @@ def test_a_suite_test_in_both_passes_is_merged_to_its_worse_outcome(project, tmp
                         if e["test"] == record["test"]]
     assert evidence_of_test == [(cid, "failed") for cid in record["claims"]]
     assert predicate["result"] == "FAILED"
+
+
+def test_the_result_line_is_coloured_by_the_result(project):
+    """With colour on: WARNED (claims left unevaluated) yellow, FAILED red, both bold."""
+    project.makepyfile(test_failing="""
+import pytest
+
+@pytest.mark.laya_claim("report.subjects")
+def test_failing():
+    assert False
+""")
+    warned = project.runpytest_inprocess("-p", "laya_qual", "--color=yes", "-k", "property",
+                                         "--laya-report", "w.intoto.jsonl")
+    failed = project.runpytest_inprocess("-p", "laya_qual", "--color=yes", "--laya-report", "f.intoto.jsonl")
+    yellow, red, bold = "\x1b[33m", "\x1b[31m", "\x1b[1m"
+    [line] = [s for s in warned.outlines if "result WARNED" in s]
+    assert yellow in line and bold in line and red not in line, repr(line)
+    [line] = [s for s in failed.outlines if "result FAILED" in s]
+    assert red in line and bold in line and yellow not in line, repr(line)
