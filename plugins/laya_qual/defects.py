@@ -399,8 +399,8 @@ DEFECTS: tuple[Defect, ...] = (
        "the summary warns only when the fit hit a bound, not when it was never fitted"),
     # --- cli -----------------------------------------------------------------------------
     _d("cli.check-microbatch-default", "cli", "cli.reference", "laya/evolution/cli.py",
-       'click.option("--microbatch", type=int, default=2, show_default=True, help="rows per microbatch")',
-       'click.option("--microbatch", type=int, default=3, show_default=True, help="rows per microbatch")',
+       'click.option("--microbatch", type=COUNT, default=2, show_default=True, help="rows per microbatch")',
+       'click.option("--microbatch", type=COUNT, default=3, show_default=True, help="rows per microbatch")',
        "a default changed in code while docs/cli.md and the users' scripts still assume the old one"),
     _d("cli.option-help-dropped", "cli", "cli.reference", "laya/train_cli.py",
        'help="continue training this (zero-layer) head artifact on the same base")',
