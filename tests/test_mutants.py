@@ -218,19 +218,25 @@ def test_population_lists_the_drawn_mutants(whole_population):
     assert listed == [m.id for m in sample(whole_population, 4, seed=9)]
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"laya/a.py:f:compare:x#0": "  "}', "must map each mutant key to a written reason"),
-    ('["laya/a.py:f:compare:x#0"]', "must map each mutant key to a written reason"),
-    ("{not json", "cannot read the equivalence reasons"),
+@pytest.mark.parametrize("reader, text, message", [
+    ("read_equivalents", '{"laya/a.py:f:compare:x#0": "  "}', "must map each mutant key to a written reason"),
+    ("read_equivalents", '["laya/a.py:f:compare:x#0"]', "must map each mutant key to a written reason"),
+    ("read_equivalents", "{not json", "cannot read the equivalence reasons"),
+    ("read_results", "{", "cannot read the results to resume"),
+    ("read_results", '{"format": "laya-qual-mutation-v1", "mutants": []}', "not the results of a sampled mutant run"),
+    ("read_results", '{"format": "laya-qual-mutant-sample-v1", "mutants": [{"key": "k"}]}',
+     "a mutant record without its"),
 ])
-def test_an_equivalence_without_a_written_reason_is_refused(tmp_path, text, message):
-    from laya_qual.mutant_run import read_equivalents
+def test_an_unusable_equivalence_or_results_file_is_refused_by_name(tmp_path, reader, text, message):
+    """Equivalence reasons without a written reason, and results to resume that are not a
+    sampled run's, are refused naming the file and what is wrong."""
+    from laya_qual import mutant_run
     from laya_qual.mutation import MutationError
 
-    path = tmp_path / "equivalents.json"
+    path = tmp_path / "input.json"
     path.write_text(text)
     with pytest.raises(MutationError, match=f"{path}: {message}"):
-        read_equivalents(path)
+        getattr(mutant_run, reader)(path)
 
 
 def test_the_committed_equivalence_reasons_are_readable_and_name_live_mutants(whole_population):
@@ -408,20 +414,6 @@ def test_only_a_run_of_the_same_draw_measured_the_same_way_is_resumed(field, val
         _scheduling_only(drawn[:2], earlier=first | {"mutants": first["mutants"] + [
             first["mutants"][0] | {"key": drawn[4].key}]}).run()
 
-
-@pytest.mark.parametrize("text, message", [
-    ("{", "cannot read the results to resume"),
-    ('{"format": "laya-qual-mutation-v1", "mutants": []}', "not the results of a sampled mutant run"),
-    ('{"format": "laya-qual-mutant-sample-v1", "mutants": [{"key": "k"}]}', "a mutant record without its"),
-])
-def test_results_to_resume_are_refused_by_name(tmp_path, text, message):
-    from laya_qual.mutant_run import read_results
-    from laya_qual.mutation import MutationError
-
-    path = tmp_path / "mutants.json"
-    path.write_text(text)
-    with pytest.raises(MutationError, match=f"{path}: {message}"):
-        read_results(path)
 
 
 def test_resume_from_the_command_line_takes_its_seeds_and_writes_back(tmp_path, whole_population, monkeypatch):
