@@ -31,6 +31,14 @@ class TrainConfig:
     batch_size: int = 64
     learning_rate: float = 0.1
 
+    def __post_init__(self) -> None:
+        # what `laya train`'s options also refuse: no epoch or batch would train nothing, or fail in torch
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TrainConfig.{name} must be at least 1, not {getattr(self, name)}")
+        if not 0 < self.learning_rate < float("inf"):
+            raise ValueError(f"TrainConfig.learning_rate must be a positive finite number, not {self.learning_rate}")
+
 
 @dataclass
 class LinearHead:

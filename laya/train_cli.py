@@ -54,10 +54,14 @@ def train(base_dir, data_path, out_dir, store_path, kind, warm_start_dir, seed, 
     from laya.pipeline import train_artifact
     from laya.head_training import TrainConfig
 
+    try:
+        config = TrainConfig(seed=seed, epochs=epochs, learning_rate=learning_rate)
+    except ValueError as exc:  # an infinite rate: the option's range has no upper end to refuse it
+        raise click.BadParameter(str(exc), param_hint="'--learning-rate'") from None
     store = Path(store_path) if store_path else Path(f"{Path(out_dir)}.features.safetensors")
     try:
         run = train_artifact(base_dir=base_dir, examples=read_dataset(data_path), out_dir=out_dir, store_path=store,
-                             kind=kind, config=TrainConfig(seed=seed, epochs=epochs, learning_rate=learning_rate),
+                             kind=kind, config=config,
                              target_risk=target_risk, delta=delta, warm_start_dir=warm_start_dir,
                              sequence_budget=sequence_budget, progress=_progress)
     except LayaError as exc:

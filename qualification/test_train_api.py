@@ -18,7 +18,7 @@ import pytest
 import laya
 from laya.calibration import fit_temperature
 from laya.export import head_tensors, task_entry
-from laya.head_training import initial_head
+from laya.head_training import TrainConfig, initial_head
 from laya.thresholds import certify
 from laya_qual.synth import pinned_path, replace_pinned_file
 
@@ -60,3 +60,32 @@ def test_a_task_entry_without_records_writes_neither_and_loads(pristine, tmp_pat
     replace_pinned_file(directory, "head_config", json.dumps(head).encode())
     task = laya.load_artifact(directory).tasks[head["tasks"][0]["name"]]
     assert (task.calibration, task.certification, task.act_threshold) == (None, None, 0.7)
+
+
+@pytest.mark.laya_claim("train.api")
+@pytest.mark.parametrize("field, value, says", [
+    ("epochs", 0, "at least 1"), ("batch_size", 0, "at least 1"), ("batch_size", -2, "at least 1"),
+    ("learning_rate", 0.0, "a positive finite number"), ("learning_rate", -0.1, "a positive finite number"),
+    ("learning_rate", float("nan"), "a positive finite number"),
+    ("learning_rate", float("inf"), "a positive finite number")])
+def test_a_train_config_outside_its_range_is_refused_naming_the_field(field, value, says):
+    """No epoch or no batch would train nothing (a batch of 0 failed inside torch); a rate that is
+    not a positive finite number would train nothing or only NaN."""
+    with pytest.raises(ValueError, match=f"TrainConfig.{field} must be {says}, not {value}"):
+        TrainConfig(**{field: value})
+    TrainConfig(**{field: 1})  # 1 is in range for each
+
+
+@pytest.mark.laya_claim("train.api")
+def test_an_infinite_learning_rate_is_a_usage_error_of_laya_train(tmp_path):
+    from click.testing import CliRunner
+
+    from laya.train_cli import train
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "data.jsonl").write_text("")
+    done = CliRunner().invoke(train, ["--base", str(tmp_path / "base"), "--data", str(tmp_path / "data.jsonl"),
+                                      "--out", str(tmp_path / "out"), "--learning-rate", "inf"])
+    assert done.exit_code == 2 and "Invalid value for '--learning-rate'" in done.output, done.output
+    assert "TrainConfig.learning_rate must be a positive finite number, not inf" in done.output
+    assert not (tmp_path / "out").exists()

@@ -452,7 +452,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("train.api",
           "The training library refuses arguments outside their ranges with ValueError: certify's "
           "target_risk or delta outside the open interval (0, 1), fit_temperature without an example, "
-          "head_tensors for a kind other than float32 or int8; task_entry without calibration or "
+          "head_tensors for a kind other than float32 or int8, a TrainConfig with epochs or batch_size below "
+          "1 or a learning rate that is not a positive finite number (naming the field; `laya train "
+          "--learning-rate inf` is a usage error naming the option); task_entry without calibration or "
           "certification writes a task with neither (both optional in docs/artifact-v1.md), which "
           "loads with its own act threshold."),
     Claim("train.reproducible",
