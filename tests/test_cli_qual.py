@@ -79,9 +79,14 @@ def one_line_error(result, *fragments: str) -> None:
 
 
 def test_keygen(tmp_path):
-    result = cli("keygen", tmp_path / "k")
+    umask = os.umask(0o022)
+    try:
+        result = cli("keygen", tmp_path / "k")
+    finally:
+        os.umask(umask)
     assert result.exit_code == 0
     assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "k.pub").stat().st_mode) == 0o644  # a public file, as umask 022 allows
     assert (tmp_path / "k.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
     one_line_error(cli("keygen", tmp_path / "k"), "already exists")
 

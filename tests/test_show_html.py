@@ -341,6 +341,15 @@ def test_benchmark_bars_are_the_reports_arms(pages):
                 assert {"learner_update_seconds_median", "kernel_update_seconds_median"} <= keys
 
 
+def test_the_page_links_to_each_of_its_sections(pages):
+    for name, (_, _, page) in pages.items():
+        links = [a for a in page.all("a") if a.attrs.get("href", "").startswith("#")]
+        assert [(a.content(), a.attrs["href"]) for a in links[:3]] == [
+            ("claims", "#claims-section"), ("heads", "#heads"), ("benchmarks", "#benchmarks")], name
+        for a in links:
+            assert page.all(id=a.attrs["href"][1:]), (name, a.attrs["href"])  # a link to a place that exists
+
+
 def test_every_mark_lies_inside_its_picture(pages):
     """No line, bar or label of a plot is drawn past its <svg>'s width or height (which would
     clip an axis label off the page)."""
