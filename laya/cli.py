@@ -143,7 +143,7 @@ def _written_act_threshold(served: float) -> float:
 
 @main.command()
 @click.argument("artifact_dir", type=click.Path(file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="one JSON object instead of text")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object (two-space indents) instead of text")
 def info(artifact_dir: str, as_json: bool) -> None:
     """Verify an artifact and print its head kind, budgets, tasks and pins."""
     from laya.artifact import read_artifact_files

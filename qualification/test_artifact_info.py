@@ -53,6 +53,7 @@ def test_info_prints_the_artifacts_own_fields(artifact):
     assert as_json.exit_code == 0, as_json.output
     got = json.loads(as_json.stdout)
     assert {**got, "files": sorted(got["files"], key=lambda e: e["role"])} == expected
+    assert as_json.stdout == json.dumps(got, indent=2) + "\n"  # as --help says: two-space indents
     text = CliRunner().invoke(laya_cli, ["info", str(artifact)])
     assert text.exit_code == 0, text.output
     rows = text.stdout.splitlines()

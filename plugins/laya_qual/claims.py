@@ -322,7 +322,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "option a row, in declared order, with its option strings, help text, [required], shown "
           "default, metavar and choices."),
     Claim("artifact.info",
-          "`laya info DIR --json` prints the artifact's head kind, budgets, tasks (name, max "
+          "`laya info DIR --json` prints, as one JSON object with two-space indents, the artifact's head "
+          "kind, budgets, tasks (name, max "
           "options, temperature, thresholds) and every manifest entry (role, path, sha256) as "
           "head.json and manifest.json hold them, and the head digest of docs/artifact-v1.md; "
           "the text form shows the same values; a refused artifact exits 1 naming the file, "
