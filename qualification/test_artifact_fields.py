@@ -196,3 +196,17 @@ def test_task_names_are_unique(pristine, scratch):
         doc["tasks"] = [doc["tasks"][0], dict(doc["tasks"][0])]
     outcome, file = load_edited(pristine, scratch, "head_config", edit)
     assert_refused_naming(outcome, file, "tasks[1].name", "a repeated task name")
+
+
+@pytest.mark.laya_claim("artifact.fields")
+@pytest.mark.parametrize("field", ["question_token_type", "option_token_type"])
+def test_a_token_type_is_below_type_vocab_size(pristine, scratch, field):
+    """docs/artifact-v1.md: each token type is an int below type_vocab_size (a row of the
+    token-type embeddings); the last row loads, one past it and -1 are refused naming the field."""
+    types = json.loads((pristine / pinned_path(pristine, "encoder_config")).read_text())["type_vocab_size"]
+    for value, refused in ((types, True), (-1, True), (types - 1, False)):
+        outcome, file = load_edited(pristine, scratch, "sequence_format", lambda doc: doc.update({field: value}))
+        if refused:
+            assert_refused_naming(outcome, file, field, f"{field} = {value} of {types} types")
+        else:
+            assert outcome is None, f"{field} = {value} of {types} types: {outcome!r}"
