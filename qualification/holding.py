@@ -22,16 +22,26 @@ def while_held(held: Path, marker: Path, write: Callable[[], object],
     on what ``meanwhile`` raised or on a writer that never held."""
     failures: list[BaseException] = []
 
+    def listed() -> str | None:
+        """The seam's list once whole: the marker exists from its first byte on, and the seam
+        ends its list with a newline (read half-written, a loaded machine once gave none)."""
+        try:
+            text = marker.read_text()
+        except FileNotFoundError:
+            return None
+        return text if text.endswith("\n") else None
+
     def other_writer():
-        waited = 0.0
-        while not marker.exists():
+        waited, text = 0.0, listed()
+        while text is None:
             if waited > HOLD_TIMEOUT_S:
                 failures.append(TimeoutError("the writer never held before publishing"))
                 return
             threading.Event().wait(0.005)
             waited += 0.005
+            text = listed()
         try:
-            meanwhile([Path(p) for p in marker.read_text().split()])
+            meanwhile([Path(p) for p in text.split()])
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             failures.append(exc)
         finally:
