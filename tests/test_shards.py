@@ -157,6 +157,21 @@ def test_incomplete_or_foreign_shards_are_refused_by_name(project):
     foreign_path.write_text(json.dumps(foreign))
     with pytest.raises(MergeError, match=r"shard 3/3 .* suite and harness digests differ"):
         merge([one, two, foreign_path])
+    from laya_qual.merge import ENVIRONMENT_PROFILE
+
+    edits = {  # one fact of the run changed in shard 3's evidence, each refused by its own name
+        "subjects": lambda e: e["context"]["subjects"].append({"name": "artifact/another"}),
+        "selection": lambda e: e["selection"]["tests"].append("test_project.py::test_another"),
+        "durations file": lambda e: e["selection"]["shard"].update(durationsDigest="0" * 64),
+        "suite figures": lambda e: e["context"].update(suite={"traceability": {}}),
+        "environment profile": lambda e: e["context"]["environment"].update({ENVIRONMENT_PROFILE[0]: "another"}),
+    }
+    for what, edit in edits.items():
+        changed = json.loads(open(three).read())
+        edit(changed)
+        foreign_path.write_text(json.dumps(changed))
+        with pytest.raises(MergeError, match=rf"shard 3/3 .* is not the same run .*: its {what} differ"):
+            merge([one, two, foreign_path])
     unfinished = json.loads(open(two).read())
     unfinished["records"] = unfinished["records"][1:]
     unfinished_path = project.path / "unfinished.json"
