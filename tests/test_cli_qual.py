@@ -91,6 +91,20 @@ def test_keygen(tmp_path):
     one_line_error(cli("keygen", tmp_path / "k"), "already exists")
 
 
+def test_a_private_key_no_signer_takes_is_refused_naming_it(tmp_path):
+    """An X25519 key is a valid PEM private key but signs nothing: refused by name, not a traceback."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import x25519
+
+    from laya_qual.signing import SigningError, load_signer
+
+    path = tmp_path / "x25519.pem"
+    path.write_bytes(x25519.X25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    with pytest.raises(SigningError, match=f"{path}: unsupported private key"):
+        load_signer(path)
+
+
 def test_keygen_encrypts_only_with_the_password_from_the_environment(tmp_path, monkeypatch):
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
