@@ -218,6 +218,26 @@ def test_plan_estimates_each_group_from_the_recorded_durations():
     assert "total: 4 claims, 5 tests, 112s of test time; about 1.4 min wall on 2 worker(s)" in text
 
 
+def test_plan_groups_artifacts_in_number_order_then_every_head_then_benchmarks():
+    """artifact10 comes after artifact9 (by number, not by text); within an artifact the
+    levels keep their documented order; the every-head tests follow all artifacts."""
+    from laya_qual.plan import render
+
+    def test(name, artifact, level, benchmark=False):
+        return {"test": name, "claims": [name], "artifact": artifact, "level": level, "benchmark": benchmark}
+
+    listed = [test("s::bench", "every head", None, True), test("s::all[every head]", "every head", None),
+              test("s::k[artifact10-b]", "artifact10-b", "artifact"),
+              test("s::j[artifact10-b]", "artifact10-b", "base-kind"),
+              test("s::i[artifact9-a]", "artifact9-a", "artifact"),
+              test("s::base[artifact9-a]", "artifact9-a", "base"),
+              test("s::once", None, None)]
+    names = [line.split("  ")[0] for line in render(listed, {}, 1, None).splitlines()[2:9]]
+    assert names == ["once per run", "artifact9-a (once per base)", "artifact9-a (every artifact)",
+                     "artifact10-b (once per base and head kind)", "artifact10-b (every artifact)",
+                     "every head at once", "benchmarks (one runner, in-process)"]
+
+
 def test_run_plan_prints_the_estimate_of_its_selection_and_runs_nothing(tmp_path, monkeypatch):
     """`laya-qual run --plan` collects what `run` would run (extra pytest arguments included),
     prints the groups and the estimate, and writes no report; it takes no run option."""
