@@ -234,10 +234,16 @@ def test_reliability_points_are_the_recorded_bins(pages):
             points = svg.all("circle")
             expected = [b for b in calibration[f"reliability_{when}"] if b["count"]]
             assert len(points) == len(expected)
-            for point, b in zip(points, expected):
+            bars = svg.one("g", **{"class": "plot-area"}).all("rect")
+            assert len(bars) == len(expected)
+            for point, bar, b in zip(points, bars, expected):
                 assert point.attrs["data-series"] == when
                 assert {k: float(point.attrs[f"data-{k}"]) for k in b} == b
                 assert near(point.attrs["cx"], x(b["confidence"])) and near(point.attrs["cy"], y(b["accuracy"]))
+                # the bar spans the bin, from the axis up to the bin's accuracy
+                left, top = float(bar.attrs["x"]), float(bar.attrs["y"])
+                assert near(bar.attrs["x"], x(b["lower"])) and near(bar.attrs["width"], x(b["upper"]) - left)
+                assert near(bar.attrs["y"], y(b["accuracy"])) and near(bar.attrs["height"], y(0) - top)
             assert_axis_labels_outside(svg, "mean top probability")
             drawn += 1
     assert drawn == 4  # two tasks of the trained head, before and after
@@ -348,6 +354,17 @@ def test_the_page_links_to_each_of_its_sections(pages):
             ("claims", "#claims-section"), ("heads", "#heads"), ("benchmarks", "#benchmarks")], name
         for a in links:
             assert page.all(id=a.attrs["href"][1:]), (name, a.attrs["href"])  # a link to a place that exists
+
+
+def test_every_plot_shows_its_title(pages):
+    """A plot's title is visible text at its top, not only the <title> a pointer reveals."""
+    plots = 0
+    for name, (_, _, page) in pages.items():
+        for svg in page.all("svg"):
+            [title] = [child.content() for child in svg.children if child.tag == "title"]
+            assert title and svg.all("text")[0].content() == title, (name, svg.attrs.get("data-plot"))
+            plots += 1
+    assert plots
 
 
 def test_every_mark_lies_inside_its_picture(pages):
