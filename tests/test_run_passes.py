@@ -58,7 +58,8 @@ def laya_predicate(bundle) -> dict:
 
 def test_seed_is_chosen_recorded_and_the_reproduce_command_replays_the_run(project):
     bundle = project.path / "r.intoto.jsonl"
-    project.runpytest_inprocess("-p", "laya_qual", "-k", "property", "--laya-report", str(bundle)).assert_outcomes(
+    # the report option (left out of the command) comes before the selection (kept)
+    project.runpytest_inprocess("-p", "laya_qual", "--laya-report", str(bundle), "-k", "property").assert_outcomes(
         passed=1, deselected=1)
     predicate = laya_predicate(bundle)
     seed = predicate["hypothesis"]["seed"]
@@ -67,6 +68,7 @@ def test_seed_is_chosen_recorded_and_the_reproduce_command_replays_the_run(proje
     assert evidence["hypothesis"]["seed"] == seed
     command = shlex.split(predicate["hypothesis"]["reproduce"])
     assert command[:3] == ["python", "-m", "pytest"]
+    assert command[3:7] == ["-p", "laya_qual", "-k", "property"]
     assert "--laya-report" not in command and f"--hypothesis-seed {seed}" in predicate["hypothesis"]["reproduce"]
     first = (project.path / "seen.jsonl").read_text()
     (project.path / "seen.jsonl").unlink()
