@@ -67,3 +67,22 @@ def test_an_empty_workload_or_batch_is_refused(head_dir, requests, batch_size):
     refused = f"requests \\({requests}\\) and batch_size \\({batch_size}\\) must be at least 1"
     with pytest.raises(ValueError, match=refused):
         batch_arms({"h": head_dir}, requests=requests, batch_size=batch_size)
+
+
+def test_a_bare_forward_that_predicts_differently_is_refused_before_timing(head_dir, monkeypatch):
+    """The overhead benchmark's bare arm must predict bitwise what Adapters.predict does;
+    an encoder off by 1e-3 is refused by name, not timed."""
+    from laya_qual import serving_bench
+
+    base = laya.load_artifact_base(head_dir)
+    [(_, request)] = mixed_length_items(laya.open_adapters({"h": head_dir}, base=base).heads, 1, seed=2)
+    arms, tokens = serving_bench.overhead_arms(head_dir, request)  # agreeing arms pass
+    assert torch.equal(arms["bare"](), torch.tensor(arms["laya"]().probabilities)) and tokens > 0
+
+    class OffEncoder(serving_bench.Encoder):
+        def forward(self, *args):
+            return super().forward(*args) + 1e-3
+
+    monkeypatch.setattr(serving_bench, "Encoder", OffEncoder)
+    with pytest.raises(ArmsDisagree, match="Adapters.predict and the bare torch forward differ"):
+        serving_bench.overhead_arms(head_dir, request)
