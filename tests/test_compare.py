@@ -522,3 +522,31 @@ def test_verify_refuses_heads_naming_no_artifact_subject(tmp_path, key):
         bad = tmp_path / "bad.intoto.jsonl"
         write_bundle(bad, (canonical(test_result), payload), key[0])
         one_line_error(cli("verify", bad, "--public-key", key[1]), "statements disagree", "laya-qual heads")
+
+
+# docs/report-format.md, "Which direction is worse", figure by figure (None: no better side).
+DOCUMENTED_DIRECTIONS = {
+    "heads": {"certification.coverage": "higher", "certification.certified": "higher",
+              "certification.risk_upper_bound": "lower", "calibration.ece_before": "lower",
+              "calibration.ece_after": "lower", "calibration.nll_before": "lower", "calibration.nll_after": "lower",
+              "temperature": None, "calibration.outcome": None, "act_threshold": None, "escalate_threshold": None,
+              "certification.target_risk": None, "certification.delta": None, "certification.acted": None,
+              "certification.errors": None},
+    "benchmarks": {"requests_per_s_batched": "higher", "batched_over_one_by_one": "higher", "miss_over_hit": "higher",
+                   "standalone_over_shared": "higher", "speedup": "higher", "laya_over_bare": "lower",
+                   "int8_over_float32": "lower", "median": "lower", "median_hit_s": "lower",
+                   "kernel_update_seconds_median": "lower", "peak_rss_bytes": "lower", "peak_rss_bytes.owner0": "lower",
+                   "requests": None, "load_average_1m": None, "sequence_budget": None},
+    "suite": {"rate": "higher", "lowerBound": "higher", "killed": None, "total": None},
+}
+
+
+@pytest.mark.parametrize("section", sorted(DOCUMENTED_DIRECTIONS))
+def test_every_figure_is_better_the_documented_way(section):
+    from laya_qual.compare import TASK_FIGURES, Key, direction
+
+    if section == "heads":
+        assert sorted(DOCUMENTED_DIRECTIONS["heads"]) == sorted(TASK_FIGURES)  # every task figure has its entry
+    found = {figure: direction(Key(section, "item", "task" if section == "heads" else None, figure))
+             for figure in DOCUMENTED_DIRECTIONS[section]}
+    assert found == DOCUMENTED_DIRECTIONS[section]
