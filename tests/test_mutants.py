@@ -355,6 +355,62 @@ def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     assert run.run()["sample"] == 5
 
 
+def test_a_time_box_drops_what_follows_a_gap_in_the_draw():
+    """Two jobs racing past the box's end can leave a drawn mutant unstarted while a later
+    one ran: the figure is the first K before the gap, and the later one is dropped."""
+    drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
+    run = _scheduling_only(drawn, time_box=60)
+    measured = run.run_mutant
+    run.run_mutant = lambda m, index: None if index == 1 else measured(m, index)  # mutant 1 found the box closed
+    result = run.run()
+    assert sorted(run.ran) == [0, 2, 3, 4]
+    assert result["sample"] == 1 and [r["key"] for r in result["mutants"]] == [drawn[0].key]
+    assert result["timeBox"]["closed"] is True
+
+
+RED_UNDER_COVERAGE = """
+import coverage
+import laya
+
+def test_green():
+    laya.Request("t", "q", ["a", "b"])
+
+def test_red_under_coverage():  # stands for a test timing a signal to a process coverage slows
+    laya.Request("t", "q", ["a", "b"])
+    assert coverage.Coverage.current() is None
+"""
+
+
+def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops_the_run(tmp_path):
+    """The baselines run under coverage. A project test red there but green run again
+    without it leaves the baseline green, is named in ``leftOut`` and maps to no line (no
+    mutant is run against it); a test red without coverage too stops the run."""
+    from laya_qual.mutant_run import SampleRun
+    from laya_qual.mutation import BaselineRed
+
+    tests = tmp_path / "project" / "tests"
+    tests.mkdir(parents=True)
+    (tests / "test_tiny.py").write_text(RED_UNDER_COVERAGE)
+    (tests.parent / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+
+    def baseline() -> tuple[dict, SampleRun]:
+        run = SampleRun([], population_size=0, seed=0, hypothesis_seed=0, workers=0, equivalents={},
+                        tests_dir=tests, timeout=None, progress=lambda _: None, scope=["request.validation"])
+        try:
+            return run.baseline(), run
+        finally:
+            run.close()
+
+    out, run = baseline()
+    assert out["testsDir"]["leftOut"] == ["tests/test_tiny.py::test_red_under_coverage"]
+    assert out["testsDir"]["tests"] == 2 and run.tests.left_out == out["testsDir"]["leftOut"]
+    mapped = {t for by_line in run.tests.lines.values() for covering in by_line.values() for t in covering}
+    assert "tests/test_tiny.py::test_green" in mapped and not mapped & set(out["testsDir"]["leftOut"])
+    (tests / "test_tiny.py").write_text(RED_UNDER_COVERAGE + "\ndef test_red():\n    assert False\n")
+    with pytest.raises(BaselineRed, match="the unmutated tests/ is red"):
+        baseline()
+
+
 def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):
     """A SampleRun whose scheduling alone runs: no copy, no baseline, no pytest; each
     mutant it runs takes 0.3 s, is killed by the suite, and is logged in ``ran``."""
