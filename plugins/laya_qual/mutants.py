@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import functools
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -85,7 +86,9 @@ def _offset(data: bytes, line: int, col: int) -> int:
 # --- alternatives per node ------------------------------------------------------------------
 
 def _with(node: ast.AST, **fields) -> ast.AST:
-    new = copy.deepcopy(node)
+    """A copy of ``node`` with ``fields`` replaced; its other children are shared with the
+    tree (they are only read: unparsed and dumped), which a deep copy per mutant made slow."""
+    new = copy.copy(node)
     for name, value in fields.items():
         setattr(new, name, value)
     return new
@@ -228,6 +231,12 @@ def _type_checking(node: ast.AST) -> bool:
 
 def module_mutants(source: str, file: str) -> list[Mutant]:
     """Every valid single-operator mutant of one module, in source order."""
+    return list(_module_mutants(source, file))
+
+
+@functools.lru_cache(maxsize=None)
+def _module_mutants(source: str, file: str) -> tuple[Mutant, ...]:
+    """Cached by the module's text: one process enumerates the same code once."""
     tree = ast.parse(source)
     siblings = _siblings(tree)
     lines = source.splitlines(keepends=True)
@@ -257,7 +266,7 @@ def module_mutants(source: str, file: str) -> list[Mutant]:
                 continue  # a parenthesized expression or ``pass`` is valid wherever its node was
             out.append(mutant)
             seen[ident] += 1
-    return out
+    return tuple(out)
 
 
 def _top_level_spans(tree: ast.Module) -> list[tuple[int, int]]:
