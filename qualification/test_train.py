@@ -353,9 +353,14 @@ def test_separable_dev_cal_is_not_fitted_and_says_so(trained, separable_run, cap
         assert (calibration["outcome"], calibration["temperature_min"], calibration["temperature_max"],
                 calibration["min_examples"]) == ("separable", *TEMPERATURE_BOUNDS, MIN_DEV_CAL), calibration
         assert "WARNING" in summary[entry["name"]] and "separable" in summary[entry["name"]], summary
+        assert (f"  temperature  1.0000  (dev_cal, {len(cal)} examples: separable; bounds "
+                f"[{TEMPERATURE_BOUNDS[0]:g}, {TEMPERATURE_BOUNDS[1]:g}], fitted from {MIN_DEV_CAL} examples)\n"
+                ) in summary[entry["name"]], summary
     ordinary = trained.runs["float32"]
+    recorded = {t["name"]: t for t in json.loads(pinned_bytes(Path(ordinary.head.source), "head_config"))["tasks"]}
     for name, text in _summary_of(ordinary, capsys).items():
         assert ordinary.tasks[name].fit.outcome == "fitted" and "WARNING" not in text, text
+        assert f"  temperature  {recorded[name]['temperature']:.4f}  (dev_cal, " in text and "examples: fitted;" in text
 
 
 @pytest.mark.laya_claim("train.temperature.separable")
