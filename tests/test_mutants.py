@@ -453,7 +453,9 @@ def test_a_resumed_run_keeps_what_was_measured_and_runs_the_rest_in_draw_order()
     assert result["summary"]["wronglyEquivalent"] == [drawn[0].key]
     assert result["sample"] == 5 and result["complete"]
     [earlier_run] = result["earlierRuns"]
-    assert earlier_run["mutantsSoFar"] == 2 and earlier_run["startedOn"] == first["startedOn"]
+    assert earlier_run == {"startedOn": first["startedOn"], "finishedOn": first["finishedOn"],
+                           "wallSeconds": first["wallSeconds"], "mutantsSoFar": 2, "jobs": 1, "maxWorkers": 0,
+                           "baseline": {"seconds": 1.0}}
     again = _scheduling_only(drawn, earlier=result, equivalents={drawn[0].key: "filed since"})
     again.baseline = None  # nothing left to run: not even a baseline is measured
     assert again.run()["mutants"] == result["mutants"] and again.ran == []

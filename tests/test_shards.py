@@ -301,6 +301,23 @@ def test_quick(n):
     assert len(lines) <= elapsed / 0.2 + 2, (len(lines), elapsed)
 
 
+def test_a_report_before_the_collection_is_known_is_not_counted(pytestconfig, monkeypatch):
+    """Under xdist the controller learns the collection from its workers: a test report
+    arriving before that counts nothing and prints no "1/0 tests" line."""
+    from laya_qual import progress
+
+    monkeypatch.setattr(progress, "EVERY_SECONDS", 0.0)
+    printed = []
+    counter = progress.Progress(pytestconfig)
+    monkeypatch.setattr(counter, "_print", printed.append)
+    report = pytest.TestReport("t.py::test_x", ("t.py", 0, "test_x"), {}, "passed", None, "teardown")
+    counter.advance("t.py::test_x", report)
+    assert (counter.done, printed) == ({}, [])
+    counter.expect(["t.py::test_x"])
+    counter.advance("t.py::test_x", report)
+    assert counter.done == {"suite": 1} and printed[0].startswith("laya_qual progress: 1/1 tests")
+
+
 def test_run_shard_exits_0_once_its_evidence_is_complete(tmp_path, monkeypatch):
     """`laya-qual run --shard 2/2` (not the benchmark shard) through the command line: exit 0 with
     its evidence written, though its selection ran no test; docs/laya-qual-cli.md's exit status."""
