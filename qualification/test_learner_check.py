@@ -129,6 +129,20 @@ def test_a_difference_exits_1_naming_it(checked, tmp_path, capsys, where):
 
 
 @pytest.mark.laya_claim("learner.check.report")
+def test_the_command_runs_both_arms_on_its_own_group_and_reports_them(checked, tmp_path):
+    """`laya evolve check` end to end, on three ranks of its own: exit 0, and the rows and
+    state digests it writes are those of the same experiment run on the session's group."""
+    out = tmp_path / "cli.json"
+    done = CliRunner().invoke(evolve, ["check", "--layout", "appended", "--updates", "2", "--microbatches", "2",
+                                       "--microbatch", "1", "--json", str(out)])
+    assert done.exit_code == 0, done.output
+    figures = json.loads(out.read_text())
+    assert figures["equal"] is True and figures["updates"] == 2 and figures["rows"] == checked.rows
+    assert [d["kernel"] for d in figures["state_digests"]] == [d["learner"] for d in figures["state_digests"]]
+    assert "learner 114176 bytes < parent 217856 bytes" in done.output.splitlines()
+
+
+@pytest.mark.laya_claim("learner.check.report")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_without_a_gpu_is_a_usage_error_naming_device():
     assert check_experiment("fixed-tail", "tiny", 3, 1, 2, "cpu") == \
