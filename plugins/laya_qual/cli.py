@@ -10,6 +10,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -374,7 +375,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
         common.append(f"--hypothesis-seed={secrets.randbelow(2**32)}")
     if shard:
         try:
-            index, count = parse_shard(shard)
+            index, count = parse_shard(shard, "--shard")
         except ShardError as e:
             raise click.UsageError(str(e)) from None
         if kill_rates or coverage_file:
@@ -397,7 +398,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
             "--laya-report", str(out), "--laya-signing-key", str(key), *figures])
         if not out.exists():
             raise NoReport(f"the benchmark pass wrote no report at {out}")
-        _keep_durations(evidence, durations)
+        _keep_durations(durations, lambda: json.loads(evidence.read_text())["records"])
     _verified_summary(out, public, list(artifacts) + ([base] if base else []))
 
 
@@ -422,11 +423,13 @@ def _two_passes(common: list[str], workers: int, pytest_args: tuple[str, ...], e
         raise NoReport(f"the benchmark pass ended with pytest exit status {rc}; no complete evidence")
 
 
-def _keep_durations(evidence: Path, durations: Path) -> None:
+def _keep_durations(durations: Path, records: Callable[[], list[dict]]) -> None:
+    """Fold the run's per-test durations into the store; one that cannot be read or
+    written is a warning: the report is already written and still gets verified."""
     from laya_qual.shards import write_durations
 
     try:
-        write_durations(durations, json.loads(evidence.read_text())["records"])
+        write_durations(durations, records())
     except (OSError, ValueError, KeyError) as e:
         click.secho(f"laya-qual: could not record the durations in {durations}: {e}", fg="yellow", err=True)
 
@@ -506,7 +509,6 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
     verified report: the shards were refused), 2 bad command line."""
     from laya_qual.assembler import write_report
     from laya_qual.merge import MergeError, merge
-    from laya_qual.shards import write_durations
 
     try:
         records, context, passes = merge(list(evidence))
@@ -520,7 +522,7 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
         raise click.ClickException(str(e)) from None
     out.unlink(missing_ok=True)
     write_report(out, signer, records, context, passes)
-    write_durations(durations or default_durations(out.parent), records)
+    _keep_durations(durations or default_durations(out.parent), lambda: records)
     _verified_summary(out, public, [])
 
 

@@ -247,7 +247,6 @@ def _benchmarks(body: ET.Element, benchmarks: list[dict]) -> None:
     _el(body, "h2", "Benchmarks", id="benchmarks")
     if not benchmarks:
         _el(body, "p", "No benchmark was measured in this report.", class_="not-recorded")
-        return
     for b in benchmarks:
         section = _el(body, "section", class_="benchmark", data_test=b["test"])
         _el(section, "h3").append(_code(b["test"]))

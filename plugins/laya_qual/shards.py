@@ -27,15 +27,15 @@ class ShardError(ValueError):
     """A --laya-shard or durations file that cannot be used, named."""
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"K/N"`` with 1 <= K <= N."""
+def parse_shard(text: str, option: str = "--laya-shard") -> tuple[int, int]:
+    """``"K/N"`` with 1 <= K <= N; an error names ``option``, the one the user gave."""
     k, sep, n = text.partition("/")
     try:
         index, count = int(k), int(n)
     except ValueError:
         index = count = 0
     if not sep or not 1 <= index <= count:
-        raise ShardError(f"--laya-shard {text!r}: expected K/N with 1 <= K <= N, e.g. 2/5")
+        raise ShardError(f"{option} {text!r}: expected K/N with 1 <= K <= N, e.g. 2/5")
     return index, count
 
 
