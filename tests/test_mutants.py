@@ -378,34 +378,50 @@ def test_green():
 def test_red_under_coverage():  # stands for a test timing a signal to a process coverage slows
     laya.Request("t", "q", ["a", "b"])
     assert coverage.Coverage.current() is None
+
+def test_shard():  # harness code the scoped suite never runs
+    from laya_qual.shards import parse_shard
+    assert parse_shard("5/5") == (5, 5)
 """
 
 
 def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops_the_run(tmp_path):
     """The baselines run under coverage. A project test red there but green run again
     without it leaves the baseline green, is named in ``leftOut`` and maps to no line (no
-    mutant is run against it); a test red without coverage too stops the run."""
+    mutant is run against it); a test red without coverage too stops the run. A harness
+    mutant only the project's tests execute is run against those that executed it."""
     from laya_qual.mutant_run import SampleRun
     from laya_qual.mutation import BaselineRed
+
+    shards = module_mutants((installed_layout()["laya_qual"] / "shards.py").read_text(), "laya_qual/shards.py")
+    [bound] = [m for m in shards if m.original == "1 <= index <= count" and m.replacement == "(1 <= index < count)"]
 
     tests = tmp_path / "project" / "tests"
     tests.mkdir(parents=True)
     (tests / "test_tiny.py").write_text(RED_UNDER_COVERAGE)
     (tests.parent / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
 
-    def baseline() -> tuple[dict, SampleRun]:
+    def baseline(then=lambda run: None) -> tuple[dict, SampleRun]:
         run = SampleRun([], population_size=0, seed=0, hypothesis_seed=0, workers=0, equivalents={},
                         tests_dir=tests, timeout=None, progress=lambda _: None, scope=["request.validation"])
         try:
-            return run.baseline(), run
+            out = run.baseline()
+            then(run)
+            return out, run
         finally:
             run.close()
 
-    out, run = baseline()
+    records = []
+    out, run = baseline(then=lambda run: records.append(run.run_mutant(bound, 0)))
     assert out["testsDir"]["leftOut"] == ["tests/test_tiny.py::test_red_under_coverage"]
-    assert out["testsDir"]["tests"] == 2 and run.tests.left_out == out["testsDir"]["leftOut"]
+    assert out["testsDir"]["tests"] == 3 and run.tests.left_out == out["testsDir"]["leftOut"]
     mapped = {t for by_line in run.tests.lines.values() for covering in by_line.values() for t in covering}
     assert "tests/test_tiny.py::test_green" in mapped and not mapped & set(out["testsDir"]["leftOut"])
+    [record] = records
+    assert (record["status"], record["killedBy"], record["executed"], record["executedByTests"]) == (
+        "killed", "tests/", False, True)
+    assert [(s["stage"], s["outcome"], s.get("tests")) for s in record["stages"]] == [
+        ("not executed by the suite", "not run", None), ("tests/", "failed", 1)]
     (tests / "test_tiny.py").write_text(RED_UNDER_COVERAGE + "\ndef test_red():\n    assert False\n")
     with pytest.raises(BaselineRed, match="the unmutated tests/ is red"):
         baseline()
