@@ -257,7 +257,8 @@ def test_views_show_old_new_and_change(pair, key):
     assert "temperature  1.5" in text and "certification.coverage  0.75" in text
     md = cli("compare", old, new, "--public-key", key[1], "--markdown").output
     assert md.startswith("## Qualification reports compared: PASSED -> FAILED\n")
-    assert "| `report.signature` | passed | failed |" in md
+    assert ("\n### Claims\n\n1 verdict(s) changed, 0 added, 0 removed; claim catalogue same; suite (harness digests) "
+            "same.\n\n| Claim | Old | New |\n|---|---|---|\n| `report.signature` | passed | failed |\n") in md
     assert f"| `{BATCH}` | median | 500 ms | 625 ms | +0.125, +25.0% | **worse** |" in md
     assert "### Heads" in md and "| certification.coverage | 0.75 | 0.75 |" in md
 

@@ -368,6 +368,16 @@ def test_a_time_box_drops_what_follows_a_gap_in_the_draw():
     assert result["timeBox"]["closed"] is True
 
 
+def test_a_time_box_that_closes_before_any_mutant_starts_is_an_error_naming_it():
+    from laya_qual.mutation import MutationError
+
+    drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
+    run = _scheduling_only(drawn, time_box=30)
+    run.run_mutant = lambda m, index: None  # every mutant found the box closed
+    with pytest.raises(MutationError, match=r"^the time box \(0.5 minutes\) closed before any mutant started$"):
+        run.run()
+
+
 RED_UNDER_COVERAGE = """
 import coverage
 import laya

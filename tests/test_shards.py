@@ -139,6 +139,11 @@ def test_three_shards_merge_into_the_unsharded_report(project, monkeypatch):
     assert merged_run["finishedOn"] == max(i["finishedOn"] for i in invocations)
     assert merged_run["exitStatus"] == max(i["exitStatus"] for i in invocations) == 1
 
+    def own(invocation: dict) -> dict:  # what a merge takes from one shard: shard 1's
+        return {k: v for k, v in invocation.items() if k not in ("exitStatus", "collectionErrors", "startedOn",
+                                                                   "finishedOn")}
+    assert own(merged_run) == own(invocations[0]) != own(invocations[2])
+
 
 def test_incomplete_or_foreign_shards_are_refused_by_name(project):
     one, two, three = (shard(project, k, 3) for k in (1, 2, 3))
