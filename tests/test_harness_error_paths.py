@@ -557,3 +557,16 @@ def test_a_served_error_is_raised():
     with pytest.raises(LayaError) as raised:
         _served(error)
     assert raised.value is error
+
+
+def test_keygen_refuses_a_key_file_that_appears_after_its_check(tmp_path, monkeypatch):
+    """A key created by someone else between keygen's check and its write (the window
+    held open here) is refused by name, never overwritten, and no .pub is left behind."""
+    from laya_qual import signing
+
+    (tmp_path / "key").write_text("someone else's key")
+    monkeypatch.setattr(signing.os.path, "lexists", lambda path: False)  # the check ran before it appeared
+    with pytest.raises(signing.SigningError, match=r"key: already exists \(refusing to overwrite a key\)$"):
+        signing.keygen(tmp_path / "key")
+    assert (tmp_path / "key").read_text() == "someone else's key"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]
