@@ -230,9 +230,11 @@ def test_committed_release_reports_verify_with_their_keys():
     assert bundles, "reports/releases/ has no release report"
     for bundle in bundles:
         public = bundle.with_name(bundle.name.removesuffix(".intoto.jsonl") + ".pub")
-        result = cli("verify", bundle, "--public-key", public, "--require-result", RELEASE_RESULT, "--json")
+        result = cli("verify", bundle, "--public-key", public, "--require-result", RELEASE_RESULT,
+                     "--require-claim", "report.signature", "--require-claim", "report.verdicts", "--json")
         verdict = json.loads(result.output)
         assert result.exit_code == 0 and verdict["accepted"], verdict
+        assert verdict["required"] == {"result": RELEASE_RESULT, "claims": ["report.signature", "report.verdicts"]}
         assert verdict["developmentKey"] is False
         text = "\n".join(payload.decode() for _, payload in read_statements(bundle))
         for local in ("/home/", "/root/", "/tmp/", "/work/", "/Users/", str(ROOT)):

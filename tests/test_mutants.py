@@ -5,7 +5,9 @@ draw from the whole population."""
 from __future__ import annotations
 
 import ast
+import os
 import random
+import time
 from pathlib import Path
 from collections import Counter
 
@@ -378,6 +380,36 @@ def test_a_time_box_that_closes_before_any_mutant_starts_is_an_error_naming_it()
         run.run()
 
 
+def test_a_project_test_run_past_its_timeout_is_killed_with_its_process_group(tmp_path):
+    """A mutant that makes a project test hang is a timeout, not a failure or a pass: the run
+    is stopped at its budget, and the hung test's own child process goes with it."""
+    from laya_qual.mutant_run import _run_tests_dir
+
+    tests = tmp_path / "project" / "tests"
+    tests.mkdir(parents=True)
+    (tests.parent / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    pid_file = tmp_path / "child.pid"
+    (tests / "test_hangs.py").write_text(
+        "import subprocess, sys, time\n\n"
+        "def test_hangs():\n"
+        f"    child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    time.sleep(120)\n")
+    (tmp_path / "root").mkdir()
+    r = _run_tests_dir(tmp_path / "root", tests, 0, 8.0)
+    assert (r.outcome, r.first_failure, r.returncode) == ("timeout", None, None) and 8.0 <= r.seconds < 60
+    if pid_file.exists():  # the test got as far as starting its child: it is gone too
+        pid = int(pid_file.read_text())
+        for _ in range(50):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the hung test's child {pid} outlived the timeout")
+
+
 RED_UNDER_COVERAGE = """
 import coverage
 import laya
@@ -440,8 +472,6 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
 def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):
     """A SampleRun whose scheduling alone runs: no copy, no baseline, no pytest; each
     mutant it runs takes 0.3 s, is killed by the suite, and is logged in ``ran``."""
-    import time
-
     from laya_qual.mutant_run import SampleRun
 
     run = SampleRun.__new__(SampleRun)
