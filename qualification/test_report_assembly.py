@@ -260,6 +260,10 @@ def test_report_equal_under_xdist(pytester, key):
     for key_ in ("result", "passedTests", "warnedTests", "failedTests"):
         assert tr0["predicate"][key_] == tr2["predicate"][key_]
     assert tr0["predicate"]["result"] == "FAILED"
+    invocation = laya0["predicate"]["invocation"]  # the command line as given, its workers, device and status
+    assert (invocation["workers"], invocation["device"], invocation["exitStatus"]) == (0, "cpu", 1)
+    assert invocation["args"][-5:] == ["-n", "0", "--hypothesis-seed", "7", "--rootdir=."]  # portable: its own dir
+    assert invocation["startedOn"] <= invocation["finishedOn"]
 
 
 @pytest.mark.laya_claim("report.signature")
