@@ -247,6 +247,25 @@ def test_kill_rate_compared(pair, key):
                                                 ("suite", "killRate", None, "rate", 0.98, 0.95, "worse")]
 
 
+def test_a_suite_figure_of_no_mutants_has_no_rate():
+    """A rate row needs numbers on both sides of the division: a figure of total 0, or one
+    whose killed count is missing, gets its numbers compared but no rate (and no error)."""
+    from laya_qual.compare import Key, facts
+
+    def suite_facts(figure: dict) -> dict:
+        environment = {"cpu": {"model": "AMD EPYC 9654", "logical_cores": 2}}
+        laya = {"subject": [], "predicate": {"result": "PASSED", "claims": [], "environment": environment,
+                                              "harness": {"version": "1", "dirHash": {}}, "suite": {"killRate": figure},
+                                              "benchmarks": []}}
+        return {k.figure: v for k, v in facts(laya)[0].items() if (k.section, k.item) == ("suite", "killRate")}
+
+    assert suite_facts({"killed": 3, "total": 4}) == {"killed": 3, "total": 4, "rate": 0.75}
+    assert suite_facts({"killed": 0, "total": 0}) == {"killed": 0, "total": 0}
+    assert suite_facts({"total": 4}) == {"total": 4}
+    assert suite_facts({"killed": 3, "total": None}) == suite_facts({"killed": 3}) == {"killed": 3}
+    assert suite_facts({"killed": 1, "total": True}) == {"killed": 1}  # a flag is not a count
+
+
 # --- the text and markdown views ----------------------------------------------------------
 
 def test_views_show_old_new_and_change(pair, key):
