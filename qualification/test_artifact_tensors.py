@@ -46,3 +46,22 @@ def test_a_weights_file_with_another_tensor_is_refused_naming_it(pristine, tmp_p
     assert (refused.value.file, refused.value.field) == (pinned_path(directory, role), tensor(original)), \
         str(refused.value)
     assert laya.load_artifact(copy_with_weights_edit(pristine, tmp_path / "same", role, lambda t: None)).tasks
+
+
+@pytest.mark.laya_claim("artifact.tensors")
+@pytest.mark.parametrize("role", ["encoder_weights", "head_weights"])
+@pytest.mark.parametrize("removed, says", [(1, "tensor missing"), (2, "tensor missing (and 1 more)")])
+def test_a_weights_file_missing_tensors_is_refused_naming_the_first(pristine, tmp_path, role, removed, says):
+    from safetensors.torch import load as load_safetensors
+
+    names = sorted(load_safetensors((pristine / pinned_path(pristine, role)).read_bytes()))
+
+    def remove(tensors):
+        for name in names[:removed]:
+            del tensors[name]
+
+    directory = copy_with_weights_edit(pristine, tmp_path / "edited", role, remove)
+    with pytest.raises(ArtifactError) as refused:
+        laya.load_artifact(directory)
+    assert (refused.value.file, refused.value.field) == (pinned_path(directory, role), names[0])
+    assert str(refused.value) == f"file {pinned_path(directory, role)}, field {names[0]}: {says}"
