@@ -38,6 +38,13 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
     assert [baseline[name] for name in ("owner0", "owner1", "kernel_learner_rank")] == started, (baseline, started)
     assert sorted(baseline) == ["feature_learner", "kernel_learner_rank", "owner0", "owner1"], baseline
     assert isinstance(baseline["feature_learner"], int) and baseline["feature_learner"] > 0, baseline
+    # Peak resident bytes (VmHWM) never fall below the same process's at start; GPU memory is
+    # null on the CPU (docs/benchmarks.md).
+    peak = figures["peak_rss_bytes"]
+    assert sorted(peak) == sorted(baseline) and all(isinstance(peak[k], int) and peak[k] >= baseline[k]
+                                                    for k in peak), (peak, baseline)
+    assert sorted(figures["peak_device_bytes"]) == sorted(baseline)
+    assert all((v is None) == (laya_device == "cpu") for v in figures["peak_device_bytes"].values()), figures
     benchmark.extra_info.update({k: figures[k] for k in RECORDED})
     benchmark.extra_info.update(speedup=round(figures["speedup"], 4),
                                 flop_model_limit=round(figures["flop_model"]["limit"], 4),
