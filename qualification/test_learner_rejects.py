@@ -91,6 +91,19 @@ def test_one_token_changed_refused(evolution_group, base):
     _assert_only(_refused(evolution_group, _replace_mb(ws, 1, input_ids=ids)), "token_ids")
 
 
+@pytest.mark.laya_claim("learner.rejects.token-ids")
+def test_the_last_token_of_a_padded_row_changed_is_a_token_not_padding(evolution_group, base):
+    """The padding starts right after a row's last token: changing that token is refused
+    naming token_ids alone (labels are bound separately and left as they were)."""
+    ws = base["fixed-tail"]
+    index, row, n = next((i, r, n) for i, mb in enumerate(ws.microbatches) for r, n in enumerate(mb.lengths)
+                         if n < ws.exp.config.seq_len)
+    ids = ws.microbatches[index].input_ids.clone()
+    ids[row, n - 1] = 2 + (ids[row, n - 1] - 1) % (ws.exp.config.vocab - 2)
+    assert not torch.equal(ids, ws.microbatches[index].input_ids)
+    _assert_only(_refused(evolution_group, _replace_mb(ws, index, input_ids=ids)), "token_ids")
+
+
 @pytest.mark.laya_claim("learner.rejects.padding")
 def test_one_padding_token_changed_refused(evolution_group, base):
     ws = base["fixed-tail"]
