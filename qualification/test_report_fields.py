@@ -261,6 +261,20 @@ def _canonical(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+@pytest.mark.laya_claim("report.predicate")
+def test_statement_payloads_are_canonical_utf8_json(made):
+    """Each statement's payload is the canonical JSON of what it holds: sorted keys, no
+    whitespace, UTF-8 with non-ASCII text written as itself, never \\u-escaped (the
+    writer's form is this oracle's, for text the run did not happen to contain too)."""
+    from laya_qual.report import canonical
+    from laya_qual.verify import read_statements
+
+    payloads = [payload for _, payload in read_statements(made["bundle"])]
+    assert len(payloads) == 2 and all(payload == _canonical(json.loads(payload)) for payload in payloads)
+    text = {"z": "naïve — ≥ 1", "a": [1, {"y": None, "b": "ü"}]}
+    assert canonical(text) == _canonical(text) and "ü".encode() in canonical(text)
+
+
 @pytest.mark.laya_claim("report.verify.duplicate-keys")
 def test_a_repeated_key_is_refused_even_when_validly_signed(made, tmp_path):
     """Each bundle repeats one key with its own value, in the envelope, in the test-result
