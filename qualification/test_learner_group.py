@@ -260,3 +260,27 @@ def test_hung_rank_is_named_and_nothing_is_left(evolution_workspaces, tmp_path):
     second cell's fresh group answering rank_sum is the first cell's recovery check."""
     fault_cell("rendezvous", "hangs", None, tmp_path)
     fault_cell("produce", "hangs", evolution_workspaces.fresh(Experiment()), tmp_path)
+
+
+DUMP = """Thread 0x00007f0000000002 (most recent call first):
+  File "/lib/threading.py", line 320 in wait
+  File "/lib/queue.py", line 171 in get
+
+Thread 0x00007f0000000001 (most recent call first):
+  File "/x/kernel.py", line 88 in recv
+  File "/x/kernel.py", line 140 in produce
+"""
+
+
+@pytest.mark.laya_claim("learner.group.faults")
+def test_a_hung_ranks_place_is_its_serving_threads_innermost_frame_or_else_the_oldest_threads():
+    """Where a hung rank is (from its faulthandler dump, as Python writes it: threads
+    newest first, frames innermost first): the innermost frame of the thread that runs
+    the worker's _serve; when a deep stack was cut before _serve, the last thread's."""
+    from laya.evolution.group import _innermost
+
+    assert _innermost(DUMP) == {"file": "/x/kernel.py", "line": "88", "name": "recv"}
+    serving = DUMP.replace('line 140 in produce', 'line 140 in produce\n  File "/x/group.py", line 9 in _serve')
+    first_serving = serving.split("\n\n")[1] + "\n\n" + DUMP.split("\n\n")[0]
+    assert _innermost(first_serving) == {"file": "/x/kernel.py", "line": "88", "name": "recv"}
+    assert _innermost("Fatal Python error: Aborted\n") is None
