@@ -151,6 +151,8 @@ def test_a_rank_that_raises_in_a_collective_job_stops_the_group(pair):
     cause = err.__cause__
     assert isinstance(cause, ValueError) and "traceback in rank 1:" in cause.__notes__[-1]
     assert 'raise ValueError("not this rank\'s input")' in cause.__notes__[-1]  # the worker's own traceback
+    # the group restarts on the next run: fresh workers, as many as before, and no stopped one kept
+    assert pair.run(in_a_process_group) == [True, True] and pair.alive and len(pair.start_info) == 2
 
 
 @pytest.mark.laya_claim("learner.group.errors")
