@@ -179,15 +179,20 @@ def test_plain():
 @pytest.mark.laya_claim("report.verdicts")
 def test_hypothesis_and_benchmark_evidence(pytester, key):
     pytester.makepyfile(HYPOTHESIS_AND_BENCHMARK)
-    _, _, laya = run(pytester, key, "--hypothesis-seed", "1234")
+    _, _, laya = run(pytester, key, "--hypothesis-seed", "1234", "--benchmark-json", "bench.json")
     claims = by_id(laya)
     [prop] = claims[A]["evidence"]
     assert prop["hypothesis"]["examples"] == prop["hypothesis"]["valid"] == 7
+    assert (prop["hypothesis"]["failing"], prop["hypothesis"]["invalid"]) == (0, 0)
+    assert "max_examples" in prop["hypothesis"]["stoppedBecause"]  # Hypothesis' own statistics
     assert prop["hypothesis"]["seed"] == "1234"
     assert laya["predicate"]["hypothesis"]["seed"] == "1234"
     [bench] = claims[B]["evidence"]
     assert bench["benchmark"]["measured"] and bench["benchmark"]["rounds"] == 5
     assert bench["benchmark"]["extraInfo"] == {"size": 3} and bench["benchmark"]["median"] > 0
+    [measured] = json.loads((pytester.path / "bench.json").read_text())["benchmarks"]  # pytest-benchmark's own
+    assert {k: bench["benchmark"][k] for k in ("min", "max", "mean", "median", "stddev", "rounds", "iterations")} == \
+        {k: measured["stats"][k] for k in ("min", "max", "mean", "median", "stddev", "rounds", "iterations")}
     assert [b["test"] for b in laya["predicate"]["benchmarks"]] == [bench["test"]]
     assert "hypothesis" not in claims[C]["evidence"][0]
 
