@@ -153,8 +153,9 @@ def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
     shutil.copyfile(directory / rel, outside)
     (directory / rel).unlink()
     (directory / rel).symlink_to(outside)
-    with pytest.raises(ArtifactError, match="symlink"):
+    with pytest.raises(ArtifactError, match="symlink") as refused:
         laya.load_artifact(directory)
+    assert refused.value.file == rel, str(refused.value)  # named, as every refusal of a file is
 
 
 @pytest.mark.laya_once_per("base")

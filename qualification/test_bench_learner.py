@@ -5,9 +5,11 @@ schedule's 8 updates (4 microbatches, each used twice) are in extra_info."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from laya.evolution.bench import bench
+from laya.evolution.bench import bench, handoff_seconds
 
 CONFIG, LAYOUT, UPDATES, MICROBATCH, MICROBATCHES = "seed-small", "appended", 8, 2, 4
 PREDECESSOR_SPEEDUP = 4.7  # the predecessor design's GPU figure, the goal it set (recorded as seed_speedup)
@@ -22,12 +24,16 @@ RECORDED = ("device", "config", "layout", "updates", "microbatch", "production_s
 
 @pytest.mark.laya_claim("bench.learner.speedup")
 def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
+    started = time.monotonic()
     figures = benchmark.pedantic(
         bench, args=(CONFIG, LAYOUT),
         kwargs=dict(updates=UPDATES, microbatch=MICROBATCH, microbatches=MICROBATCHES, device=laya_device,
                     certify=False, group=evolution_group, timeout_s=600),
         rounds=1, iterations=1)
+    elapsed = time.monotonic() - started
     assert figures["compared_updates"] == UPDATES
+    # every duration is a part of this one run (a start taken from another clock would not be)
+    assert 0 < figures["production_seconds"] < elapsed and 0 < figures["kernel_wall_seconds"] < elapsed, figures
     assert not figures["mismatches"], f"kernel and learner differ: {figures['mismatches']}"
     assert figures["final_tail_equal"], figures["final_tail_sha256"]
     # Each process's memory after start is its own: ranks 0 and 1 are the owners, rank 2 the
@@ -51,3 +57,14 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
                                 limit_with_handoff=round(figures["limit_with_handoff"], 4),
                                 limit_measured=round(figures["limit_measured"], 4),
                                 seed_speedup=PREDECESSOR_SPEEDUP)
+
+
+@pytest.mark.laya_claim("bench.learner.speedup")
+def test_the_handoff_is_the_learner_wait_less_both_owners_compute():
+    """docs/benchmarks.md: per update, the learner rank's wait for its streams minus the two
+    owners' compute for them (binary fractions: exact)."""
+    kernel = [{"compute_seconds": [0.5, 0.25]}, {"compute_seconds": [0.125, 0.0625]},
+              {"request_seconds": [1.0, 0.5]}]
+    assert handoff_seconds(kernel) == [0.375, 0.1875]
+    with pytest.raises(ValueError):  # a rank that timed another number of updates is no figure
+        handoff_seconds([*kernel[:2], {"request_seconds": [1.0]}])
