@@ -570,3 +570,14 @@ def test_keygen_refuses_a_key_file_that_appears_after_its_check(tmp_path, monkey
         signing.keygen(tmp_path / "key")
     assert (tmp_path / "key").read_text() == "someone else's key"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]
+
+
+def test_fresh_evolution_workspaces_live_under_the_session_directory(tmp_path):
+    """Every workspace the suite's evolution fixtures prepare lies under their directory
+    (pytest's temporary one), so nothing is left in the system's temporary folder."""
+    from laya.evolution.workspace import Experiment
+    from laya_qual.evolution_fixtures import EvolutionWorkspaces
+
+    first, second = (EvolutionWorkspaces(tmp_path, group=None).fresh(Experiment()) for _ in range(2))
+    assert tmp_path in first.parent_file.parents and tmp_path in second.parent_file.parents
+    assert first.parent_file.parent != second.parent_file.parent  # each one a directory of its own
