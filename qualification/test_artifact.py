@@ -128,6 +128,25 @@ def _rewrite_manifest(directory: Path, edit) -> None:
     rewrite_file(directory / MANIFEST, json.dumps(manifest).encode())
 
 
+# The manifest's `size` alone is off, its sha256 still right: only the size comparison, made
+# from fstat before a byte is read, can refuse it (docs/artifact-v1.md, loading rule 5).
+@pytest.mark.laya_once_per("base")
+@pytest.mark.laya_claim("artifact.tamper")
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("off_by", [-1, 1])
+def test_a_pinned_size_other_than_the_files_is_refused(tmp_path, qualified_artifact, role, off_by):
+    directory = clone_artifact(qualified_artifact, tmp_path / "resized")
+    rel = pinned_path(directory, role)
+    actual = (directory / rel).stat().st_size
+
+    def resize(manifest):
+        next(e for e in manifest["files"] if e["role"] == role)["size"] = actual + off_by
+    _rewrite_manifest(directory, resize)
+    with pytest.raises(DigestMismatch, match=f"size is {actual} bytes, manifest says {actual + off_by}") as refused:
+        laya.load_artifact(directory)
+    assert refused.value.file == rel
+
+
 @pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.paths")
 @pytest.mark.parametrize("bad", ["../encoder.safetensors", "/etc/passwd", "a/../../x", "./head.json", "a//b", "C:/x"])

@@ -80,6 +80,8 @@ def test_batched_vs_one_by_one_vs_transformers(benchmark, qualified_heads, quali
     dirs = heads_by_base(qualified_heads, qualified_base_dir)[0]  # the first base's heads, mixed in every batch
     load_before = os.getloadavg()  # ratios of arms sharing busy CPUs move with the load
     arms, work = batch_arms(dirs, base_dir=qualified_base_dir, device=laya_device)  # refuses a batched bit off
+    # every peer is measured unless missing_peers gives the reason it is not
+    assert set(arms) == {"one_by_one", "batched", "transformers", "onnxruntime"} - set(missing_peers(laya_device))
     medians = side_by_side(arms, BATCH_ROUNDS, device=laya_device)
     per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
     ratios = {"batched_over_one_by_one": per_second["batched"] / per_second["one_by_one"]}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -184,6 +185,18 @@ def test_a_spawn_that_fails_part_way_leaves_nothing(private_tmp):
         group.start()
     assert len(hook.started) == 1 and gone(hook.started[0])  # the first worker was started, then stopped
     assert not group.alive and list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_group_whose_private_directory_was_removed_under_it_still_closes(private_tmp):
+    """A temporary-files cleaner may remove the private directory of a long-lived group: closing
+    the group still stops its worker, without an error."""
+    group = Group(1, timeout_s=60.0)
+    group.start()
+    [private] = private_tmp.iterdir()
+    shutil.rmtree(private)
+    group.close()
+    assert gone(group.start_info[0]["pid"]) and not group.alive and list(private_tmp.iterdir()) == []
 
 
 LONE_ORCHESTRATOR = """

@@ -145,3 +145,15 @@ def test_a_count_or_timeout_out_of_range_is_a_usage_error_before_the_launch(monk
         monkeypatch.delenv(name, raising=False)
     done = CliRunner().invoke(run.main, ["check", "--layout", "appended", "--workdir", "ws", option, value])
     assert done.exit_code == 2 and says in done.output, done.output
+
+
+@pytest.mark.laya_claim("learner.torchrun")
+def test_a_rank_leaves_with_its_status_once_its_output_and_exit_handlers_are_done():
+    """A rank ends with os._exit (docs/evolution.md): its exit handlers run first, and what it
+    printed to a pipe (block-buffered) is written out, the learner rank's table included."""
+    probe = ("import atexit, sys\nfrom laya.evolution.run import _leave\n"
+             "atexit.register(lambda: print('exit handler ran'))\n"
+             "print('the report')\nprint('a warning', file=sys.stderr)\n_leave(3)\n")
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a rank's stdout usually is
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=buffered)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "the report\nexit handler ran\n", "a warning\n")

@@ -361,6 +361,10 @@ def test_separable_dev_cal_is_not_fitted_and_says_so(trained, separable_run, cap
     for name, text in _summary_of(ordinary, capsys).items():
         assert ordinary.tasks[name].fit.outcome == "fitted" and "WARNING" not in text, text
         assert f"  temperature  {recorded[name]['temperature']:.4f}  (dev_cal, " in text and "examples: fitted;" in text
+        # the reported NLL and ECE, before and after, are head.json's (the ECE checked against its bins elsewhere)
+        fit = recorded[name]["calibration"]
+        assert (f"  NLL          {fit['nll_before']:.4f} -> {fit['nll_after']:.4f}\n"
+                f"  ECE          {fit['ece_before']:.4f} -> {fit['ece_after']:.4f}\n") in text, text
 
 
 @pytest.mark.laya_claim("train.temperature.separable")

@@ -5,6 +5,7 @@ draw from the whole population."""
 from __future__ import annotations
 
 import ast
+import math
 import os
 import random
 import time
@@ -565,6 +566,12 @@ def test_resume_from_the_command_line_takes_its_seeds_and_writes_back(tmp_path, 
     assert [r["key"] for r in written["mutants"]] == [m.key for m in drawn]
     assert written["earlierRuns"][0]["startedOn"] == "2026-12-01T00:00:00Z"
     assert list(tmp_path.glob("laya-mutants-*")) == [], "the package copies were left behind"
+    bound = written["summary"]["lowerBound95"]  # 0.05 ** (1 / 2): a lower bound at exactly R meets R
+    for required, code in ((bound, 0), (math.nextafter(bound, 1), 1)):
+        gated = CliRunner().invoke(main, ["mutate", "--sample", "2", "--resume", str(path),
+                                          "--require-rate", repr(required)])
+        assert gated.exit_code == code, (required, gated.output)
+    assert "is below the required" in gated.output
     result = CliRunner().invoke(main, ["mutate", "--sample", "1", "--resume", str(path)])
     assert result.exit_code == 1 and "cannot resume: the earlier run measured 1 mutants" in result.output
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,7 +25,7 @@ import laya
 from laya.artifact import read_artifact_files
 from laya.train_cli import train
 from laya_qual.cli import main
-from laya_qual.html_report import FILTER_SCRIPT, NO_HEAD_DETAILS, NOT_RECORDED
+from laya_qual.html_report import FILTER_SCRIPT, NO_HEAD_DETAILS, NOT_RECORDED, path_svg
 from laya_qual.report import LAYA_TYPE
 from laya_qual.synth import replace_pinned_file, write_artifact
 from laya_qual.synth.tasks import synthetic_task, write_task
@@ -246,6 +247,10 @@ def test_reliability_points_are_the_recorded_bins(pages):
                 assert near(bar.attrs["y"], y(b["accuracy"])) and near(bar.attrs["height"], y(0) - top)
             assert_axis_labels_outside(svg, "mean top probability")
             drawn += 1
+        # each diagram's figure says under it what its bars and its dashed line are
+        legends = [[p.content() for p in figure.all("p")] for figure in box.all("div", **{"class": "figure"})
+                   if figure.all("svg", data_plot="reliability")]
+        assert legends == [["per bin: accuracy at its mean top probability; dashed: calibrated"]] * 2
     assert drawn == 4  # two tasks of the trained head, before and after
 
 
@@ -299,6 +304,21 @@ def test_certification_path_points_are_the_recorded_path(pages):
         assert_axis_labels_outside(svg, "threshold (tested right to left)")
         drawn += 1
     assert drawn == 2
+
+
+@pytest.mark.parametrize(("certified", "steps", "classes"), [
+    # at a target of 1.0 every bound is within it: a step on which nothing acted still fails
+    (False, [(0.9, 0, 0, 1.0)], ["fail"]),
+    (True, [(0.9, 3, 3, 1.0), (0.0, 9, 9, 1.0)], ["pass", "pass"]),
+])
+def test_a_path_step_passes_only_when_something_acted_within_the_target(certified, steps, classes):
+    """docs/artifact-v1.md: a step passes when `acted` >= 1 and its bound <= `target_risk`."""
+    path = [dict(zip(("threshold", "acted", "errors", "risk_upper_bound"), step)) for step in steps]
+    parent = ET.Element("div")
+    path_svg(parent, {"path": path, "target_risk": 1.0, "certified": certified}, 0.0)
+    points = sorted(Tree(ET.tostring(parent, encoding="unicode")).root.all("circle"),
+                    key=lambda c: int(c.attrs["data-order"]))
+    assert [p.attrs["class"] for p in points] == classes
 
 
 def test_older_heads_and_older_reports_say_not_recorded(pages):

@@ -26,7 +26,7 @@ class ArmsResult:
 
 
 def run_arms(group: Group, ws: Workspace, *, certify: bool = True, learner_group: Group | None = None,
-             snapshots: bool = True, timeout_s: float | None = None) -> ArmsResult:
+             timeout_s: float | None = None) -> ArmsResult:
     """Produce packets (distributed), audit them, run the kernel and the learner, compare.
 
     The learner runs on learner_group's only rank when given (a fresh process for
@@ -37,9 +37,8 @@ def run_arms(group: Group, ws: Workspace, *, certify: bool = True, learner_group
         check_token_weights(ws.microbatches[index].weights, index)
     production = group.run(produce, ws, timeout_s=timeout_s)
     certificates = group.run(audit, ws, indices, ranks=[0], timeout_s=timeout_s)[0] if certify else {}
-    kernel = group.run(run_kernel, ws, snapshots=snapshots, timeout_s=timeout_s)
+    kernel = group.run(run_kernel, ws, timeout_s=timeout_s)
     where, rank = (learner_group, 0) if learner_group is not None else (group, LEARNER)
-    learner = where.run(learn, ws, require_certificate=certify, snapshots=snapshots, ranks=[rank],
-                        timeout_s=timeout_s)[0]
-    rows = compare(kernel[LEARNER]["records"], learner["records"]) if snapshots else []
+    learner = where.run(learn, ws, require_certificate=certify, ranks=[rank], timeout_s=timeout_s)[0]
+    rows = compare(kernel[LEARNER]["records"], learner["records"])
     return ArmsResult(production, kernel, learner, certificates, rows)

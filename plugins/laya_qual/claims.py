@@ -36,7 +36,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "gives bitwise-identical probabilities and the same decision."),
     Claim("artifact.tamper",
           "Flipping any byte of any pinned file (every file role) makes loading fail with "
-          "DigestMismatch naming that file."),
+          "DigestMismatch naming that file; so does a manifest `size` one byte off the file's "
+          "length while its sha256 is right, the message giving both sizes."),
     Claim("artifact.paths",
           "A manifest path that escapes the artifact directory, or a pinned file that is a "
           "symlink, is refused with ArtifactError naming the path."),
@@ -402,7 +403,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "over [1/16, 16], exactly the bound when the minimum lies at or beyond it; a dev_cal "
           "with fewer than 30 examples or separable (every label top-scored) keeps T = 1. A head "
           "whose dev_cal is separable records that outcome, the bounds and the minimum in "
-          "head.json, the train summary warns (and does not for an ordinary fit), and it serves "
+          "head.json, the train summary warns (and does not for an ordinary fit, whose summary gives "
+          "head.json's NLL and ECE before and after), and it serves "
           "every dev_cal and dev_conf request probabilities strictly between 0 and 1."),
     Claim("train.temperature.not-better",
           "On dev_cal score sets whose float64 NLL minimiser is T = 1 (seeded, centred with scipy), "
@@ -612,7 +614,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "rank that cannot read the committed parent or reads another file; a start without "
           "torchrun's RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT is refused naming the missing ones, "
           "and one with WORLD_SIZE other than 3 exits 2 naming it, before any work; so does a count below 1 "
-          "or a --timeout-s not above 0, a usage error naming the option."),
+          "or a --timeout-s not above 0, a usage error naming the option. A rank leaves with its status "
+          "once its exit handlers have run, what it printed to a pipe written out."),
     Claim("learner.compare",
           "The arms' comparison (laya.evolution.compare) names, per update, exactly the tensors that "
           "differ, even by one ulp: loss, gradient norm, each parameter, each Adam slot (step, exp_avg, "
@@ -638,8 +641,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "error, that worker gone and the private directory removed; a start that misses its "
           "start_timeout_s while the worker cannot dump a stack yet names that rank with its stack "
           "unavailable, within the timeout plus the dump and shutdown allowances, no process or private "
-          "directory left; a 1-rank group runs its startup "
-          "hook, then its jobs without a process group, and its worker exits by itself with status 0 when "
+          "directory left; a group whose private directory was removed under it (a temporary-files "
+          "cleaner) still closes, its workers gone; a 1-rank group runs its startup hook, then its jobs without a process group, and its worker exits by itself with status 0 when "
           "the orchestrator's end of its pipe closes."),
     Claim("learner.experiment.limits",
           "An evolution experiment refuses with ValueError naming the value: an unknown layout; a "
