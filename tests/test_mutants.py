@@ -344,6 +344,23 @@ def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mut
     assert len(run._plan(Path("copy"), m)) == (3 if m.at_import else 2)  # one that runs at import meets it all the same
 
 
+@pytest.mark.parametrize("file, stages", [("laya_qual/m.py", 1), ("laya/m.py", 0)])
+def test_a_harness_mutant_no_measured_process_executed_meets_every_project_test(file, stages):
+    """A project test may run a harness line in a subprocess coverage does not follow, so a
+    harness mutant that neither baseline saw executed goes to all the project's tests,
+    fastest first; a runtime one, which only the suite can kill, is not run at all."""
+    from laya_qual.mutant_run import Baseline, SampleRun
+
+    (m,) = [m for m in module_mutants("def f(x):\n    return x < 3\n", file) if m.operator == "compare"]
+    run = SampleRun.__new__(SampleRun)
+    run.confirm, run.tests_dir = True, Path("tests")
+    run.suite = Baseline({}, {"s.py::a": 1.0}, 10.0)
+    run.tests = Baseline({}, {"t.py::slow": 9.0, "t.py::quick": 0.5}, 20.0)
+    plan = run._plan(Path("copy"), m)
+    assert [killer for killer, _ in plan] == ["tests/"] * stages
+    assert run._project_tests(m) == ((["t.py::quick", "t.py::slow"], True) if stages else None)
+
+
 def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     """No mutant starts once the box has closed; every started one finishes; the figure is
     that of the first K drawn, which is the sample --sample K draws with the same seed."""
@@ -425,6 +442,13 @@ def test_red_under_coverage():  # stands for a test timing a signal to a process
 def test_shard():  # harness code the scoped suite never runs
     from laya_qual.shards import parse_shard
     assert parse_shard("5/5") == (5, 5)
+
+def test_durations_path_in_a_process_coverage_does_not_follow():
+    import os, subprocess, sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
+    code = "from pathlib import Path; from laya_qual.shards import default_durations; print(default_durations(Path('r')))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip().startswith("r/")
 """
 
 
@@ -432,12 +456,14 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     """The baselines run under coverage. A project test red there but green run again
     without it leaves the baseline green, is named in ``leftOut`` and maps to no line (no
     mutant is run against it); a test red without coverage too stops the run. A harness
-    mutant only the project's tests execute is run against those that executed it."""
+    mutant only the project's tests execute is run against those that executed it, and one
+    that only a subprocess coverage does not follow executes, against all of them."""
     from laya_qual.mutant_run import SampleRun
     from laya_qual.mutation import BaselineRed
 
     shards = module_mutants((installed_layout()["laya_qual"] / "shards.py").read_text(), "laya_qual/shards.py")
     [bound] = [m for m in shards if m.original == "1 <= index <= count" and m.replacement == "(1 <= index < count)"]
+    [unseen] = [m for m in shards if m.function == "default_durations" and m.operator == "statement-dropped"]
 
     tests = tmp_path / "project" / "tests"
     tests.mkdir(parents=True)
@@ -455,16 +481,21 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
             run.close()
 
     records = []
-    out, run = baseline(then=lambda run: records.append(run.run_mutant(bound, 0)))
+    out, run = baseline(then=lambda run: records.extend([run.run_mutant(bound, 0), run.run_mutant(unseen, 1)]))
     assert out["testsDir"]["leftOut"] == ["tests/test_tiny.py::test_red_under_coverage"]
-    assert out["testsDir"]["tests"] == 3 and run.tests.left_out == out["testsDir"]["leftOut"]
+    assert out["testsDir"]["tests"] == 4 and run.tests.left_out == out["testsDir"]["leftOut"]
     mapped = {t for by_line in run.tests.lines.values() for covering in by_line.values() for t in covering}
     assert "tests/test_tiny.py::test_green" in mapped and not mapped & set(out["testsDir"]["leftOut"])
-    [record] = records
+    record, unseen_record = records
     assert (record["status"], record["killedBy"], record["executed"], record["executedByTests"]) == (
         "killed", "tests/", False, True)
     assert [(s["stage"], s["outcome"], s.get("tests")) for s in record["stages"]] == [
         ("not executed by the suite", "not run", None), ("tests/", "failed", 1)]
+    # a line only an unmeasured subprocess ran: every project test runs against it, and one kills it
+    assert (unseen_record["status"], unseen_record["killedBy"], unseen_record["executed"],
+            unseen_record["executedByTests"]) == ("killed", "tests/", False, False)
+    assert [(s["stage"], s["outcome"], s.get("tests")) for s in unseen_record["stages"]] == [
+        ("not executed by the suite", "not run", None), ("tests/", "failed", None)]
     (tests / "test_tiny.py").write_text(RED_UNDER_COVERAGE + "\ndef test_red():\n    assert False\n")
     with pytest.raises(BaselineRed, match="the unmutated tests/ is red"):
         baseline()

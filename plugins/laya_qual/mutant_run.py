@@ -250,33 +250,44 @@ class SampleRun:
                       timeout=self._budget(self.suite.seconds))
         return _stage("suite", r)
 
+    def _project_tests(self, m: Mutant) -> tuple[list[str], bool] | None:
+        """The project's tests a mutant's tests/ stage runs and whether they are all of them
+        (fastest first), or None for no tests/ stage: those that executed one of its lines;
+        all of them for one that ran only at import time, and for a harness mutant that no
+        measured process executed, since a project test may run its line in a subprocess
+        coverage does not follow (a test of `laya-qual coverage` starts it without coverage's
+        variables, so that the run it measures is its own)."""
+        if self.tests_dir is None:
+            return None
+        covering, executed, at_import = self.tests.covering(m)
+        if at_import or (is_harness(m) and not executed and not self.suite.covering(m)[1]):
+            return _fastest_first(self.tests), True
+        return (covering, False) if executed else None
+
     def _tests(self, root: Path, m: Mutant) -> dict:
-        """The project's tests that executed one of the mutant's lines (all of them, fastest
-        first, if one ran only at import time)."""
-        covering, _, at_import = self.tests.covering(m)
-        serial = self.tests.seconds if at_import else self.tests.serial(covering)
-        r = _run_tests_dir(root, self.tests_dir, self._workers(serial), self._budget(serial),
-                           tests=_fastest_first(self.tests) if at_import else covering)
-        return _stage("tests/", r, None if at_import else len(covering))
+        tests, whole = self._project_tests(m)
+        serial = self.tests.seconds if whole else self.tests.serial(tests)
+        r = _run_tests_dir(root, self.tests_dir, self._workers(serial), self._budget(serial), tests=tests)
+        return _stage("tests/", r, None if whole else len(tests))
 
     def _plan(self, root: Path, m: Mutant) -> list[tuple[str, Callable[[], dict]]]:
         """(killer, stage) in the order they run, cheapest first; the first stage that kills
         ends the mutant. A harness mutant counts as killed by the suite or by the project's
         tests, so after its covering suite tests the project's tests and the whole suite
-        run in the order of their baseline seconds (the project's tests that executed it,
-        or all of them for one that runs at import); a runtime mutant counts only when the
-        suite kills it, and the project's tests come last, for the record."""
+        run in the order of their baseline seconds (the project's tests of ``_project_tests``);
+        a runtime mutant counts only when the suite kills it, and the project's tests come
+        last, for the record."""
         covering, executed, at_import = self.suite.covering(m)
-        by_tests = self.tests_dir is not None and self.tests.covering(m)[1]
+        project_tests = self._project_tests(m)
         plan: list[tuple[str, Callable[[], dict]]] = []
         if executed and covering:
             plan.append(("suite", lambda: self._covering_suite(root, covering)))
         later: list[tuple[float, str, Callable[[], dict]]] = []
         if executed and (self.confirm or at_import or not covering):
             later.append((self.suite.seconds, "suite", lambda: self._whole_suite(root)))
-        if by_tests:
-            tests_covering, _, tests_at_import = self.tests.covering(m)
-            cost = self.tests.seconds if tests_at_import else self.tests.serial(tests_covering)
+        if project_tests is not None:
+            tests, whole = project_tests
+            cost = self.tests.seconds if whole else self.tests.serial(tests)
             later.append((cost if is_harness(m) else math.inf, "tests/", lambda: self._tests(root, m)))
         return plan + [(killer, stage) for _, killer, stage in sorted(later, key=lambda c: c[0])]
 
@@ -285,7 +296,7 @@ class SampleRun:
         executed_by_tests = self.tests_dir is not None and self.tests.covering(m)[1]
         stages: list[dict] = []
         verdict = killed_by = None
-        if executed or executed_by_tests:
+        if executed or self._project_tests(m) is not None:
             root = Path(shutil.copytree(self.pristine, self.tmp / f"m{index}"))
             path = root / m.file
             path.write_text(m.apply(path.read_text()))
