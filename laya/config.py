@@ -7,7 +7,9 @@ so a typo never silently falls back to a default. Errors name file and field.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from laya.artifact import PinnedFile, parse_json_object
@@ -235,7 +237,7 @@ class HeadConfig:
     head_layers: int
     head_attention_heads: int
     head_intermediate_size: int
-    tasks: dict[str, TaskInfo]
+    tasks: Mapping[str, TaskInfo]  # read-only: what a caller gets of a head cannot change what it serves
 
 
 def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions: int, hidden_size: int) -> HeadConfig:
@@ -275,7 +277,8 @@ def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions:
         if task.name in tasks:
             raise ArtifactError(f"task {task.name!r} defined twice", file=pinned.path, field=f"tasks[{i}].name")
         tasks[task.name] = task
-    return HeadConfig(kind, sequence_budget, option_budget, head_layers, head_heads, head_intermediate, tasks)
+    return HeadConfig(kind, sequence_budget, option_budget, head_layers, head_heads, head_intermediate,
+                      MappingProxyType(tasks))
 
 
 _SHA256_HEX = frozenset("0123456789abcdef")

@@ -61,11 +61,14 @@ LOADERS = {
 
 
 @pytest.mark.laya_claim("artifact.manifest")
-def test_the_unedited_copy_loads(copy):
+def test_the_unedited_copy_loads(copy, pristine):
     edit_manifest(copy, lambda m: None)  # the same manifest, re-spelled by json.dumps
     assert laya.load_artifact(copy).tasks
     drop_roles(copy, HEAD_ROLES)
     assert laya.load_artifact_base(copy).hidden_size == 32  # a base-only artifact is a base
+    # and it is the base a head on it is loaded with (base_dir), the same base as the head's own copy
+    shared = laya.load_artifact_base(pristine, base_dir=copy)
+    assert shared.identity == laya.load_artifact_base(pristine).identity
 
 
 @pytest.mark.laya_claim("artifact.manifest")

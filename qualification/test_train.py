@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -409,6 +410,43 @@ def test_splits_must_be_disjoint(trained, overlap):
     with pytest.raises(DatasetError) as refused:
         split_indices(examples, sequences)
     assert refused.value.field == ("id" if overlap == "id" else "split")
+
+
+def assert_unchangeable(value, where: str) -> int:
+    """Try to edit every part of a parsed configuration in place: each dataclass field and
+    each mapping entry must refuse; tuples and scalars cannot be edited. Returns the parts tried."""
+    tried = 0
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            part = getattr(value, f.name)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(value, f.name, part)
+            tried += 1 + assert_unchangeable(part, f"{where}.{f.name}")
+    elif isinstance(value, tuple):
+        tried += sum(assert_unchangeable(part, f"{where}[{i}]") for i, part in enumerate(value))
+    elif isinstance(value, Mapping):
+        for key, part in value.items():
+            with pytest.raises(TypeError):
+                value[key] = part  # type: ignore[index]
+            tried += 1 + assert_unchangeable(part, f"{where}[{key!r}]")
+    else:
+        assert isinstance(value, (str, int, float, type(None))), f"{where} is a {type(value).__name__}"
+    return tried
+
+
+@pytest.mark.laya_claim("train.calibration.private")
+def test_what_a_head_hands_out_cannot_change_what_it_serves(trained):
+    """A head's parsed configuration (its tasks' temperatures, thresholds, calibration with its
+    reliability bins, certification with its path) and its base's are handed out as they are
+    served, so no part of them can be edited in place; `tasks` is a copy."""
+    head = trained.runs["float32"].head
+    request = trained.examples[trained.splits["dev_conf"][0]].request
+    before = head.predict(request)
+    tried = assert_unchangeable(head.config, "head.config") + assert_unchangeable(head.base.config, "base.config")
+    assert tried > 100  # two tasks' bins and paths among them
+    head.tasks.clear()
+    after = head.predict(request)
+    assert (after.probabilities, after.decision) == (before.probabilities, before.decision)
 
 
 @pytest.mark.laya_claim("train.calibration.private")

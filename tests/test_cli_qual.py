@@ -168,7 +168,8 @@ def test_show_table(real):
 def test_show_markdown(real, tmp_path):
     bundle, _, public = real
     out = tmp_path / "notes.md"
-    assert cli("show", bundle, "--markdown", "--output", out).exit_code == 0
+    written = cli("show", bundle, "--markdown", "--output", out)
+    assert (written.exit_code, written.output) == (0, f"wrote {out}\n")  # what went where, and nothing else
     md = out.read_text()
     assert md.startswith("## Qualification report: FAILED\n\n**Signature:** NOT CHECKED")
     table = [line for line in md.splitlines() if line.startswith("| `report.")]
@@ -178,7 +179,8 @@ def test_show_markdown(real, tmp_path):
     assert "`laya-runtime`" in md and f"laya-qual verify {bundle.name} --public-key" in md
     assert "unaccepted model nominations" in md
     # --append (for $GITHUB_STEP_SUMMARY) keeps what is there; verified output says so.
-    assert cli("show", bundle, "--markdown", "--output", out, "--append", "--public-key", public).exit_code == 0
+    appended = cli("show", bundle, "--markdown", "--output", out, "--append", "--public-key", public)
+    assert (appended.exit_code, appended.output) == (0, f"appended to {out}\n")
     both = out.read_text()
     assert both.startswith(md) and both.count("## Qualification report") == 2
     assert "**Signature:** verified with the given public key (keyid" in both[len(md):]

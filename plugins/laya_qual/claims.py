@@ -66,7 +66,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "file whose top level is not an object, a pinned path that is a directory, and an artifact "
           "directory that does not exist are refused with ArtifactError naming that path; "
           "write_artifact_files refuses an unknown role naming its path and field role, writing "
-          "nothing; the unedited copy loads, and its base-only part loads as a base."),
+          "nothing; the unedited copy loads, and its base-only part loads as a base, also as the "
+          "base_dir a head on it is loaded with."),
     Claim("artifact.tensors",
           "A weights file (encoder or head) holding a tensor the config does not imply, or an "
           "expected tensor in another dtype (float64 for float32), re-pinned, is refused at load "
@@ -428,7 +429,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("train.calibration.private",
           "Two heads trained from one store for a same-named task keep their own temperature, "
           "threshold and certificate; training the second leaves the first's bytes unchanged, and "
-          "each serves the same standalone as side by side."),
+          "each serves the same standalone as side by side. No part of a head's or its base's parsed "
+          "configuration (tasks, calibration, reliability bins, certification, path) can be edited in "
+          "place, and head.tasks is a copy: what a caller holds cannot change what is served."),
     Claim("train.provenance",
           "In a head trained on two tasks, each task's temperature is the NLL minimiser on that "
           "task's dev_cal alone and its act threshold, acted count and errors are the fixed-sequence "
