@@ -146,6 +146,20 @@ def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
     assert contexts(kept) == {"tests": 2, "testsWithSubprocesses": 1}
 
 
+def test_the_tests_a_data_file_labels_are_counted_by_node_id(tmp_path):
+    """A label is `<node id>|<where>`: a test is counted once whatever it ran in, a node id
+    may itself hold a "|" (a parameter), and a fixture's shared label is no test."""
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(tmp_path / ".coverage"))
+    for context, line in [("t.py::a|run", 1), ("t.py::b[x|y]|run", 2), ("t.py::b[x|y]|subprocess", 3),
+                          ("t.py::c|run", 4), ("shared:server|run", 5)]:
+        data.set_context(context)
+        data.add_lines({str(tmp_path / "m.py"): [line]})
+    data.write()
+    assert contexts(tmp_path / ".coverage") == {"tests": 3, "testsWithSubprocesses": 1}
+
+
 SHARED_MODULE = """
 def prepare():
     return "prepared"

@@ -62,6 +62,18 @@ def test_mixed_lengths_reach_from_a_one_word_question_to_the_budget(head_dir):
     assert max(lengths) >= budget - 8, (max(lengths), budget)  # a target near the budget is drawn too
 
 
+def test_a_batched_arm_that_loses_a_prediction_is_refused(head_dir, monkeypatch):
+    """Batched and one-by-one are compared item by item only once they answer as many items
+    (predict is predict_many of one item, so only a batch of several loses its last)."""
+    predict_many = laya.Adapters.predict_many
+
+    def losing(self, items, **kw):
+        return predict_many(self, items, **kw)[:len(items) - (len(items) > 1)]
+    monkeypatch.setattr(laya.Adapters, "predict_many", losing)
+    with pytest.raises(ArmsDisagree, match=f"predict_many gave {REQUESTS - 2} predictions for {REQUESTS} items"):
+        batch_arms({"h": head_dir}, requests=REQUESTS, batch_size=BATCH_SIZE)
+
+
 @pytest.mark.parametrize("requests, batch_size", [(0, 4), (6, 0), (0, 0)])
 def test_an_empty_workload_or_batch_is_refused(head_dir, requests, batch_size):
     refused = f"requests \\({requests}\\) and batch_size \\({batch_size}\\) must be at least 1"

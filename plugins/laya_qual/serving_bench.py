@@ -171,7 +171,9 @@ def batch_arms(dirs: Mapping[str, Directory], *, base_dir: Directory | None = No
         return [_served(p) for part in work.batches() for p in adapters.predict_many(items[part])]
 
     alone, together = one_by_one(), batched()
-    for i, (a, b) in enumerate(zip(alone, together, strict=True)):
+    if len(together) != len(alone):
+        raise ArmsDisagree(f"predict_many gave {len(together)} predictions for {len(alone)} items")
+    for i, (a, b) in enumerate(zip(alone, together)):
         if _bits(a) != _bits(b):
             raise ArmsDisagree(f"item {i} ({len(work.token_ids[i])} tokens, batch {i // batch_size}): predict_many "
                                f"gave {b}, predict gave {a}")
