@@ -234,3 +234,8 @@ def test_capture_bypasses_the_cache(qualified_artifact, qualified_model, data):
     assert adapters.cache_stats() == stats  # and read nothing
     rendered = adapters.base.render(request)
     assert torch.equal(layers[-1], adapters.base.encode(rendered.token_ids))
+    uncached = laya.open_adapters({"h": qualified_artifact}, base=adapters.base)  # no cache: nothing counted
+    uncached.predict("h", request)
+    uncached.predict("h", request)
+    uncached.capture("h", request)
+    assert uncached.cache_stats() == laya.CacheStats(0, 0, 0, 0, 0)

@@ -173,6 +173,10 @@ def test_bench(benchmark):
 @pytest.mark.laya_claim("{C}")
 def test_plain():
     pass
+
+@pytest.mark.laya_claim("{D}")
+def test_bench_never_called(benchmark):
+    pass
 """
 
 
@@ -195,10 +199,15 @@ def test_hypothesis_and_benchmark_evidence(pytester, key):
         {k: measured["stats"][k] for k in ("min", "max", "mean", "median", "stddev", "rounds", "iterations")}
     assert [b["test"] for b in laya["predicate"]["benchmarks"]] == [bench["test"]]
     assert "hypothesis" not in claims[C]["evidence"][0]
+    [unused] = claims[D]["evidence"]  # a benchmark test that never called its fixture measured nothing
+    assert unused["benchmark"] == {"measured": False, "reason": "the benchmark fixture was not run"}
+    assert (unused["outcome"], claims[D]["verdict"]) == ("unmeasured", "not evaluated")
 
     _, _, laya = run(pytester, key, "--benchmark-disable")
     assert by_id(laya)[B]["verdict"] == "not evaluated"  # a benchmark claim with no figures
     assert by_id(laya)[B]["evidence"][0]["outcome"] == "unmeasured"
+    assert by_id(laya)[B]["evidence"][0]["benchmark"] == {
+        "measured": False, "reason": "benchmarking disabled (xdist or --benchmark-disable)"}
 
 
 XDIST = f"""

@@ -274,6 +274,9 @@ def test_views_show_old_new_and_change(pair, key):
     assert "result   PASSED -> FAILED" in text and "report.signature  passed -> failed" in text
     assert "median  500 ms -> 625 ms (+0.125, +25.0%)  worse" in text
     assert "temperature  1.5" in text and "certification.coverage  0.75" in text
+    # the suite's identity is summed up on the claims line, not listed digest by digest
+    assert "claim catalogue same; suite (harness digests) same" in text
+    assert not [line for line in text.splitlines() if line.strip().startswith(("harness", "claim catalogue"))], text
     md = cli("compare", old, new, "--public-key", key[1], "--markdown").output
     assert md.startswith("## Qualification reports compared: PASSED -> FAILED\n")
     assert ("\n### Claims\n\n1 verdict(s) changed, 0 added, 0 removed; claim catalogue same; suite (harness digests) "

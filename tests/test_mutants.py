@@ -361,6 +361,28 @@ def test_a_harness_mutant_no_measured_process_executed_meets_every_project_test(
     assert run._project_tests(m) == ((["t.py::quick", "t.py::slow"], True) if stages else None)
 
 
+@pytest.mark.parametrize("suite_seconds, workers, timeout", [(100.0, 2, 520.0), (20.0, 0, 300.0)])
+def test_covering_suite_tests_run_on_the_workers_and_budget_their_own_baseline_time_earns(
+        monkeypatch, suite_seconds, workers, timeout):
+    """Serially, or on the xdist workers once the covering tests took over 30 s in the suite's
+    baseline (the project tests' times are no measure of them); the deadline is four times that
+    plus two minutes, and at least five."""
+    from laya_qual import mutant_run
+    from laya_qual.mutant_run import Baseline, SampleRun
+    from laya_qual.mutation import RunResult
+
+    calls = []
+    monkeypatch.setattr(mutant_run, "run_suite", lambda root, **kw: calls.append(kw) or RunResult(
+        "passed", None, 1.0, 0, ""))
+    run = SampleRun.__new__(SampleRun)
+    run.workers, run.timeout, run.hypothesis_seed = 2, None, 7
+    run.suite = Baseline({}, {"s.py::a": suite_seconds}, suite_seconds)
+    run.tests = Baseline({}, {"s.py::a": 1000.0 - suite_seconds}, 1000.0)  # the same id, timed apart
+    assert run._covering_suite(Path("copy"), ["s.py::a"])["stage"] == "covering tests"
+    [call] = calls
+    assert (call["workers"], call["timeout"], call["tests"], call["seed"]) == (workers, timeout, ["s.py::a"], 7)
+
+
 def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     """No mutant starts once the box has closed; every started one finishes; the figure is
     that of the first K drawn, which is the sample --sample K draws with the same seed."""

@@ -262,13 +262,17 @@ def frame_box(svg: Node) -> tuple[float, float, float, float]:
 
 
 def assert_axis_labels_outside(svg: Node, xlabel: str) -> None:
-    """The x axis's label sits centred below its tick labels, which sit below the plot."""
+    """The x axis's label sits centred below its tick labels, which sit below the plot; the y
+    axis's tick labels sit left of it."""
     left, _, right, bottom = frame_box(svg)
     texts = {t.content(): t.attrs for t in svg.all("text")}
     label = texts[xlabel]
     below = [float(a["y"]) for text, a in texts.items() if text != xlabel and float(a["y"]) > bottom]
     assert below and float(label["y"]) > max(below), (label, below)
     assert near(label["x"], (left + right) / 2)
+    # the y axis's tick labels end just left of the plot, each at its height
+    ticks = [t.attrs for t in svg.all("text") if t.attrs.get("text-anchor") == "end"]
+    assert ticks and all(left - 10 < float(a.get("x", "nan")) < left for a in ticks), ticks
 
 
 def test_certification_path_points_are_the_recorded_path(pages):

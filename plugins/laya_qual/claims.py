@@ -241,7 +241,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "The cache stores and returns copies: mutating an inserted or returned tensor changes "
           "nothing cached, and no two returned tensors share storage."),
     Claim("cache.bypass",
-          "Instrumented (capture) passes neither read nor write the cache."),
+          "Instrumented (capture) passes neither read nor write the cache; without a cache "
+          "(cache_bytes=0, the default) cache_stats() stays all zeros whatever is served."),
     Claim("gate.cancel.no-poison",
           "A cancel before, during (between layers) or after a forward raises Cancelled or "
           "returns the full result; a cancelled forward publishes nothing to the cache and lets go "
