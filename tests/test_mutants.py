@@ -224,6 +224,23 @@ def test_population_lists_the_drawn_mutants(whole_population):
     assert listed == [m.id for m in sample(whole_population, 4, seed=9)]
 
 
+def test_a_sample_without_a_seed_draws_with_a_fresh_random_one(monkeypatch, whole_population):
+    """`mutate --sample N` without --seed: a seed in [0, 2**31) drawn afresh each run (two runs
+    share one with odds of 1 in 2**31), the one the mutants are drawn with and recorded."""
+    from click.testing import CliRunner
+
+    from laya_qual import mutant_run
+    from laya_qual.cli import main
+
+    runs = []
+    monkeypatch.setattr(mutant_run, "main", lambda **kw: runs.append(kw) or 0)
+    for _ in range(2):
+        assert CliRunner().invoke(main, ["mutate", "--sample", "3", "--no-confirm"]).exit_code == 0
+    seeds = [run["seed"] for run in runs]
+    assert seeds[0] != seeds[1] and all(0 <= s < 2**31 for s in seeds), seeds
+    assert all(run["drawn"] == sample(whole_population, 3, seed=run["seed"]) for run in runs)
+
+
 @pytest.mark.parametrize("reader, text, message", [
     ("read_equivalents", '{"laya/a.py:f:compare:x#0": "  "}', "must map each mutant key to a written reason"),
     ("read_equivalents", '["laya/a.py:f:compare:x#0"]', "must map each mutant key to a written reason"),
