@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -200,6 +201,9 @@ def test_progress_goes_to_stderr_per_group(project):
     result = project.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-evidence-out", "e.json")
     lines = [line for line in result.stderr.lines if line.startswith("laya_qual progress:")]
     assert lines and lines[-1].startswith("laya_qual progress: 8/8 tests") and lines[-1].endswith("(suite 8/8)")
+    # times as minutes and two-digit seconds; nothing is left once every test ran
+    assert re.fullmatch(r"laya_qual progress: 8/8 tests, \d+m[0-5]\ds elapsed, ~0m00s left \(suite 8/8\)",
+                        lines[-1]), lines[-1]
 
 
 def test_plan_estimates_each_group_from_the_recorded_durations():

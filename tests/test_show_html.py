@@ -393,7 +393,7 @@ def test_every_plot_shows_its_title(pages):
 
 def test_every_mark_lies_inside_its_picture(pages):
     """No line, bar or label of a plot is drawn past its <svg>'s width or height (which would
-    clip an axis label off the page)."""
+    clip an axis label off the page); a label's width is taken at a conservative 5 px a character."""
     for name, (_, _, page) in pages.items():
         for svg in page.all("svg"):
             width, height = float(svg.attrs["width"]), float(svg.attrs["height"])
@@ -404,6 +404,10 @@ def test_every_mark_lies_inside_its_picture(pages):
                 if mark.tag == "rect":
                     xs.append(float(a["x"]) + float(a["width"]))
                     ys.append(float(a["y"]) + float(a["height"]))
+                if mark.tag == "text" and "transform" not in a:  # its extent, at 5 px a character of 11 px type
+                    extent = 5 * len(mark.content())
+                    start = float(a["x"]) - {"middle": extent / 2, "end": extent}.get(a.get("text-anchor"), 0)
+                    xs += [start, start + extent]
                 assert all(0 <= x <= width for x in xs) and all(0 <= y <= height for y in ys), \
                     (name, svg.attrs.get("data-plot"), mark.tag, a, width, height)
 
