@@ -370,6 +370,18 @@ def test_a_partial_run_end_to_end(tmp_path):
         coverage(out, runtime=result["code"]["runtime"], harness=result["code"]["harness"])
 
 
+def test_a_coverage_run_past_its_timeout_gives_no_figure(tmp_path):
+    """--timeout bounds the suite's run: two seconds do not see pytest start, so the run
+    is stopped, no figure is written, and the error says why."""
+    out = tmp_path / "c.json"
+    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", "-n", "0",
+                           "--hypothesis-seed", "0", "--claims", "request.validation", "--timeout", "2",
+                           "--output", str(out)], capture_output=True, text=True, env=top_level_env(), cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode != 0 and "not green under coverage (timeout" in proc.stderr, proc.stdout + proc.stderr
+    assert not out.exists()
+
+
 def test_a_scoped_coverage_run_from_the_command_line_keeps_its_data_and_leaves_no_copy(tmp_path):
     """`laya-qual coverage --claims request.validation,cli.help` end to end (about twenty
     seconds): a partial figure of two claims' tests, what `laya --help` ran in its own
