@@ -485,7 +485,8 @@ def test_shard():  # harness code the scoped suite never runs
 def test_durations_path_in_a_process_coverage_does_not_follow():
     import os, subprocess, sys
     env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
-    code = "from pathlib import Path; from laya_qual.shards import default_durations; print(default_durations(Path('r')))"
+    code = ("from pathlib import Path; from laya_qual.shards import default_durations; "
+            "print(default_durations(Path('r')))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip().startswith("r/")
 """

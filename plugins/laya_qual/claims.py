@@ -646,8 +646,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "start_timeout_s while the worker cannot dump a stack yet names that rank with its stack "
           "unavailable, within the timeout plus the dump and shutdown allowances, no process or private "
           "directory left; a group whose private directory was removed under it (a temporary-files "
-          "cleaner) still closes, its workers gone; a 1-rank group runs its startup hook, then its jobs without a process group, and its worker exits by itself with status 0 when "
-          "the orchestrator's end of its pipe closes."),
+          "cleaner) still closes, its workers gone; a 1-rank group runs its startup hook, then its jobs "
+          "without a process group, and its worker exits by itself with status 0 when the "
+          "orchestrator's end of its pipe closes."),
     Claim("learner.experiment.limits",
           "An evolution experiment refuses with ValueError naming the value: an unknown layout; a "
           "fixed-tail control with other than two tail blocks or with a cut; a cut outside 0..depth (0 and "
