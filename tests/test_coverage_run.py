@@ -348,15 +348,20 @@ def test_report_carries_the_coverage_and_show_prints_it(tmp_path):
     assert "500 tests (12 with subprocesses), 1 exclusions with reasons" in shown.output
 
 
+def coverage_command(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """`laya-qual coverage ARGS` as a user runs it, in ``cwd``, outside this test's own coverage."""
+    return subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", *args],
+                          capture_output=True, text=True, env=top_level_env(**env), cwd=cwd, timeout=600)
+
+
 def test_a_partial_run_end_to_end(tmp_path):
     """laya-qual coverage --claims request.validation -n 0 on an isolated copy: the results
     name this code and the kept data file by sha256; the figure is partial, so a report
     refuses it (about 15 s)."""
     out = tmp_path / "c.json"
     measured = code_digests()
-    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", "-n", "0",
-                           "--hypothesis-seed", "0", "--claims", "request.validation", "--output", str(out)],
-                          capture_output=True, text=True, env=top_level_env(), cwd=tmp_path)
+    proc = coverage_command(tmp_path, "-n", "0", "--hypothesis-seed", "0", "--claims", "request.validation",
+                            "--output", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     assert result["code"] == measured and result["scope"] == ["request.validation"]
@@ -374,10 +379,8 @@ def test_a_coverage_run_past_its_timeout_gives_no_figure(tmp_path):
     """--timeout bounds the suite's run: two seconds do not see pytest start, so the run
     is stopped, no figure is written, and the error says why."""
     out = tmp_path / "c.json"
-    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", "-n", "0",
-                           "--hypothesis-seed", "0", "--claims", "request.validation", "--timeout", "2",
-                           "--output", str(out)], capture_output=True, text=True, env=top_level_env(), cwd=tmp_path,
-                          timeout=300)
+    proc = coverage_command(tmp_path, "-n", "0", "--hypothesis-seed", "0", "--claims", "request.validation",
+                            "--timeout", "2", "--output", str(out))
     assert proc.returncode != 0 and "not green under coverage (timeout" in proc.stderr, proc.stdout + proc.stderr
     assert not out.exists()
 
@@ -389,9 +392,8 @@ def test_a_scoped_coverage_run_from_the_command_line_keeps_its_data_and_leaves_n
     contexts those tests, and the copy removed."""
     out, scratch = tmp_path / "cov.json", tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", "--claims",
-                           "request.validation,cli.help", "-n", "0", "--hypothesis-seed", "0", "--output", str(out)],
-                          capture_output=True, text=True, cwd=tmp_path, env=top_level_env(TMPDIR=str(scratch)))
+    proc = coverage_command(tmp_path, "--claims", "request.validation,cli.help", "-n", "0", "--hypothesis-seed", "0",
+                            "--output", str(out), TMPDIR=str(scratch))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     kept = tmp_path / result["dataFile"]
