@@ -292,6 +292,16 @@ def rename_token(old: str, new: str):
     return edit
 
 
+def add_token(content: str):
+    """tokenizer.json with one added special token past the vocabulary (the next id)."""
+    def edit(directory: Path) -> None:
+        tokenizer = json.loads((directory / "tokenizer.json").read_text())
+        tokenizer["added_tokens"].append({"id": len(VOCAB), "content": content, "single_word": False,
+                                          "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+        (directory / "tokenizer.json").write_text(json.dumps(tokenizer))
+    return edit
+
+
 def edit_tensors(change):
     """model.safetensors re-saved by safetensors with ``change`` applied to its tensors."""
     def edit(directory: Path) -> None:
@@ -329,6 +339,7 @@ REFUSALS = [
     pytest.param(edit_config(layer_norm_eps=1), {}, "config.json", "layer_norm_eps", id="eps-1"),
     pytest.param(edit_config(vocab_size=len(VOCAB) - 1), {}, "config.json", "vocab_size",
                  id="tokenizer-one-over-embeddings"),
+    pytest.param(add_token("[ADDED]"), {}, "config.json", "vocab_size", id="added-token-over-embeddings"),
     # tokenizer.json: the documented vocabulary tokens must be there
     pytest.param(None, {"option_markers": UNUSED}, "tokenizer.json", "model.vocab", id="one-marker-too-many"),
     pytest.param(rename_token("[unused0]", "[reserved0]"), {}, "tokenizer.json", "model.vocab", id="no-unused0"),

@@ -19,6 +19,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from laya.errors import DistributedError
 from laya.evolution.check import run_arms
 from laya.evolution.cli import check_experiment, evolve, report_check
 from laya.evolution.compare import compare
@@ -140,6 +141,18 @@ def test_the_command_runs_both_arms_on_its_own_group_and_reports_them(checked, t
     assert figures["equal"] is True and figures["updates"] == 2 and figures["rows"] == checked.rows
     assert [d["kernel"] for d in figures["state_digests"]] == [d["learner"] for d in figures["state_digests"]]
     assert "learner 114176 bytes < parent 217856 bytes" in done.output.splitlines()
+
+
+@pytest.mark.laya_claim("learner.check.report")
+def test_a_group_that_misses_its_deadline_is_exit_2_not_a_difference(tmp_path):
+    """`--timeout-s` bounds each job of the command's own group: one far too short stops the
+    group, and the command says why on stderr with exit 2 (1 is a bitwise difference), no
+    traceback, no table and no JSON."""
+    out = tmp_path / "cli.json"
+    done = CliRunner().invoke(evolve, ["check", "--layout", "appended", "--timeout-s", "0.001", "--json", str(out)])
+    assert done.exit_code == 2 and not isinstance(done.exception, DistributedError), done.output
+    assert done.output.startswith("Error: ") and "all processes of the group were stopped" in done.output
+    assert "Traceback" not in done.output and "bitwise" not in done.output and not out.exists()
 
 
 @pytest.mark.laya_claim("learner.check.report")

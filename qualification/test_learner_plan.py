@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner
@@ -30,6 +31,21 @@ from laya.evolution.prefix import full_prefix
 from laya.evolution.workspace import Experiment, prepare, read_tokenizer_digest
 
 STREAMS = {"appended": 1, "fixed-tail": 2}
+
+
+class Shape(NamedTuple):
+    """A named parent shape as docs/evolution.md's table states it ("Storage")."""
+
+    vocab: int
+    width: int
+    heads: int
+    depth: int
+    seq_len: int
+    mlp_ratio: int = 4
+
+
+SHAPES = {"tiny": Shape(96, 32, 2, 4, 16), "seed-small": Shape(9496, 128, 1, 28, 64),
+          "seed-cpu": Shape(18992, 256, 2, 28, 128), "parent-1.7b": Shape(151936, 2048, 16, 28, 1024)}
 LINE = re.compile(r"^(?P<layout>[a-z-]+): (?P<n>\d+) stream\(s\) \S+; per packet (?P<per>\d+) bytes/stream, "
                   r"(?P<packet>\d+) bytes\n  (?P<b>\d+) batches x (?P<m>\d+) x (?P<s>\d+) x (?P<w>\d+) x 4 = "
                   r"(?P<stream>[\d.]+) GB per stream; total (?P<total>[\d.]+) GB before metadata; "
@@ -58,10 +74,10 @@ def _plan(config: str, batches: int, microbatch: int, updates: int | None = None
 
 
 @pytest.mark.laya_claim("learner.plan.storage")
-@given(config=st.sampled_from(sorted(CONFIGS)), batches=st.integers(1, 4096), microbatch=st.integers(1, 64))
+@given(config=st.sampled_from(sorted(SHAPES)), batches=st.integers(1, 4096), microbatch=st.integers(1, 64))
 @example(config="parent-1.7b", batches=128, microbatch=8)
 def test_plan_prints_the_documented_bytes(config, batches, microbatch):
-    cfg = CONFIGS[config]
+    cfg = SHAPES[config]
     printed = _plan(config, batches, microbatch)
     assert sorted(printed) == sorted(STREAMS)
     per_stream = microbatch * cfg.seq_len * cfg.width * 4
@@ -73,12 +89,20 @@ def test_plan_prints_the_documented_bytes(config, batches, microbatch):
         for key, expected in (("stream", batches * per_stream), ("total", streams * batches * per_stream),
                               ("head", head)):
             assert abs(float(p[key]) - expected / 1e9) <= 0.005, (layout, key, p[key], expected)
-        exact = projection(cfg, Layout(layout), batches=batches, microbatch=microbatch)  # the unrounded figures
+        # the unrounded figures
+        exact = projection(CONFIGS[config], Layout(layout), batches=batches, microbatch=microbatch)
         assert {k: exact[k] for k in ("packet_stream_bytes", "packet_bytes", "stream_bytes", "total_bytes",
                                       "head_replica_bytes")} == {
             "packet_stream_bytes": per_stream, "packet_bytes": streams * per_stream,
             "stream_bytes": batches * per_stream, "total_bytes": streams * batches * per_stream,
             "head_replica_bytes": head}, exact
+
+
+@pytest.mark.laya_claim("learner.plan.storage")
+def test_the_named_shapes_are_the_documented_ones():
+    """Every name --config offers has the documented shape, field by field (heads only shows in a run)."""
+    assert {name: Shape(c.vocab, c.width, c.heads, c.depth, c.seq_len, c.mlp_ratio)
+            for name, c in CONFIGS.items()} == SHAPES
 
 
 # docs/evolution.md, "Storage": the predecessor design's 13.82 GB for one FP32 stream of its
@@ -122,9 +146,9 @@ def test_a_written_packet_holds_the_planned_bytes(tmp_path_factory, layout):
 
 
 @pytest.mark.laya_claim("learner.plan.flops")
-@given(config=st.sampled_from(sorted(CONFIGS)), data=st.data())
+@given(config=st.sampled_from(sorted(SHAPES)), data=st.data())
 def test_flop_model_counts_the_documented_work(config, data):
-    cfg = CONFIGS[config]
+    cfg = SHAPES[config]
     if data.draw(st.sampled_from(sorted(STREAMS))) == "appended":
         layout = Layout("appended", tail_blocks=data.draw(st.integers(1, 4)), cut=data.draw(st.integers(0, cfg.depth)))
     else:
@@ -135,7 +159,7 @@ def test_flop_model_counts_the_documented_work(config, data):
     cut = cfg.depth - 2 if layout.name == "fixed-tail" else layout.cut
     learner = 3 * layout.tail_blocks * block + 2 * head
     kernel = cut * block + (2 * block if layout.name == "fixed-tail" else 0) + learner
-    model = flop_model(cfg, layout)
+    model = flop_model(CONFIGS[config], layout)
     assert (model["kernel_flops_per_token"], model["learner_flops_per_token"]) == (kernel, learner)
     assert model["limit"] == pytest.approx(kernel / learner, rel=1e-12)
 
@@ -152,14 +176,14 @@ def _transfer(cfg, streams: int, batches: int, microbatch: int, updates: int) ->
 
 
 @pytest.mark.laya_claim("learner.plan.transfer")
-@given(config=st.sampled_from(sorted(CONFIGS)), batches=st.integers(1, 4096), microbatch=st.integers(1, 64),
+@given(config=st.sampled_from(sorted(SHAPES)), batches=st.integers(1, 4096), microbatch=st.integers(1, 64),
        updates=st.integers(1, 100_000))
 @example(config="parent-1.7b", batches=128, microbatch=8, updates=128)
 @example(config="tiny", batches=4, microbatch=2, updates=8)
 def test_plan_prints_the_documented_transfer(config, batches, microbatch, updates):
     printed = _plan(config, batches, microbatch, updates)
     for layout, streams in STREAMS.items():
-        expected = _transfer(CONFIGS[config], streams, batches, microbatch, updates)
+        expected = _transfer(SHAPES[config], streams, batches, microbatch, updates)
         assert {k: printed[layout][k] for k in expected} == expected, layout
 
 

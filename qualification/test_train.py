@@ -438,12 +438,16 @@ def assert_unchangeable(value, where: str) -> int:
 def test_what_a_head_hands_out_cannot_change_what_it_serves(trained):
     """A head's parsed configuration (its tasks' temperatures, thresholds, calibration with its
     reliability bins, certification with its path) and its base's are handed out as they are
-    served, so no part of them can be edited in place; `tasks` is a copy."""
-    head = trained.runs["float32"].head
+    served, so no part of them can be edited in place; `tasks` is a copy. Each task's result the
+    training run returns (its temperature fit and certificate) is as unchangeable as what it wrote."""
+    run = trained.runs["float32"]
+    head = run.head
     request = trained.examples[trained.splits["dev_conf"][0]].request
     before = head.predict(request)
     tried = assert_unchangeable(head.config, "head.config") + assert_unchangeable(head.base.config, "base.config")
     assert tried > 100  # two tasks' bins and paths among them
+    results = sum(assert_unchangeable(result, f"run.tasks[{task!r}]") for task, result in run.tasks.items())
+    assert results > 2 * 20  # two tasks' fits and certificates with their paths
     head.tasks.clear()
     after = head.predict(request)
     assert (after.probabilities, after.decision) == (before.probabilities, before.decision)

@@ -510,9 +510,11 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     (tests / "test_tiny.py").write_text(RED_UNDER_COVERAGE)
     (tests.parent / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
 
+    said: list[str] = []
+
     def baseline(then=lambda run: None) -> tuple[dict, SampleRun]:
         run = SampleRun([], population_size=0, seed=0, hypothesis_seed=0, workers=0, equivalents={},
-                        tests_dir=tests, timeout=None, progress=lambda _: None, scope=["request.validation"])
+                        tests_dir=tests, timeout=None, progress=said.append, scope=["request.validation"])
         try:
             out = run.baseline()
             then(run)
@@ -524,6 +526,8 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     out, run = baseline(then=lambda run: records.extend([run.run_mutant(bound, 0), run.run_mutant(unseen, 1)]))
     assert out["testsDir"]["leftOut"] == ["tests/test_tiny.py::test_red_under_coverage"]
     assert out["testsDir"]["tests"] == 4 and run.tests.left_out == out["testsDir"]["leftOut"]
+    assert [line for line in said if "red under coverage" in line] == [
+        "baseline: 1 of tests/ red under coverage; without it: passed"], said  # the user is told why
     mapped = {t for by_line in run.tests.lines.values() for covering in by_line.values() for t in covering}
     assert "tests/test_tiny.py::test_green" in mapped and not mapped & set(out["testsDir"]["leftOut"])
     record, unseen_record = records

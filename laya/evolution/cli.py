@@ -28,6 +28,12 @@ def evolve() -> None:
 COUNT = click.IntRange(min=1)
 
 
+class CheckError(click.ClickException):
+    """A check that could not compare (exit 2): exit 1 is kept for a bitwise difference."""
+
+    exit_code = 2
+
+
 def check_options(command):
     """The experiment options `laya evolve check` and `python -m laya.evolution.run check` share."""
     options = [
@@ -122,16 +128,25 @@ def flat_state(record: dict) -> dict:
 
 @evolve.command()
 @check_options
+@click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True,
+              help="each job's deadline, and gloo's timeout for every operation and the store")
 def check(layout: str, config_name: str, updates: int, microbatch: int, microbatches: int, device: str,
-          json_path: Path | None) -> None:
-    """Run the distributed kernel and the feature learner; exit 1 on any bitwise difference."""
+          json_path: Path | None, timeout_s: float) -> None:
+    """Run the distributed kernel and the feature learner; exit 1 on any bitwise difference,
+    2 on an error (a rank that died or missed its deadline)."""
+    from laya.errors import LayaError
+
     from .check import run_arms
     from .group import Group
     from .workspace import prepare
 
     exp = check_experiment(layout, config_name, updates, microbatch, microbatches, device)
-    with tempfile.TemporaryDirectory(prefix="laya-evolve-") as root, Group(3, device=device, timeout_s=1800) as group:
-        result = run_arms(group, prepare(exp, Path(root)), timeout_s=1800)
+    try:
+        with tempfile.TemporaryDirectory(prefix="laya-evolve-") as root, \
+                Group(3, device=device, timeout_s=timeout_s) as group:
+            result = run_arms(group, prepare(exp, Path(root)))
+    except LayaError as exc:
+        raise CheckError(str(exc)) from None
     report_check(result, exp, config_name, json_path)
 
 

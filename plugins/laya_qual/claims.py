@@ -176,8 +176,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "bytes, sequence format is laya-seq-v1 and provenance names the sources' sha256; and which "
           "loads and encodes token sequences (lengths 1 to max_position_embeddings) as "
           "transformers.BertModel, float64, loaded from the checkpoint itself, within 1e-5 per layer. "
-          "A non-BERT config, a missing vocabulary token, too few [unusedN], a tensor outside the "
-          "encoder, missing, misshapen or float64, or an existing output is refused with ArtifactError "
+          "A non-BERT config, a tokenizer (added tokens included) larger than vocab_size, a missing "
+          "vocabulary token, too few [unusedN], a tensor outside the encoder, missing, misshapen or "
+          "float64, or an existing output is refused with ArtifactError "
           "naming file and field (or the path), writing nothing; the command writes the same bytes."),
     Claim("base.import.standalone",
           "`python -m laya.importer import HF_DIR OUT_DIR` exits 0 and writes byte for byte the base "
@@ -587,7 +588,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "the packet's and unchanged after 8 updates, and equals the parent's original last two "
           "blocks recomputed in float64 on the packet's features (rel. 1e-5)."),
     Claim("learner.plan.storage",
-          "`laya evolve plan` prints, for every named configuration and both layouts, per-packet "
+          "`laya evolve plan` prints, for every named configuration (each with the shape "
+          "docs/evolution.md's table gives it) and both layouts, per-packet "
           "bytes = microbatch x sequence x width x 4 per stream (1 stream appended, 2 fixed-tail), "
           "per-stream bytes = batches x that, total = streams x per-stream, head replica = "
           "4 x (vocab x width + 2 x width); for parent-1.7b over 128 batches (its defaults), and for no "
@@ -631,7 +633,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "(tiny: learner 114176 bytes < parent 217856 bytes); its --json holds the rows, `equal`, "
           "`handoff_device` (cpu for CPU ranks) and per update each arm's state digest, equal where the "
           "arms are bitwise equal and different from one update to the next; any difference exits 1 with "
-          "MISMATCH on stderr; `--device cuda` where torch sees no CUDA device is a usage error naming "
+          "MISMATCH on stderr, while an error that stops its group (a job past --timeout-s) exits 2 with "
+          "`Error:` and the cause, no table, no JSON; `--device cuda` where torch sees no CUDA device is "
+          "a usage error naming "
           "--device (exit 2) before any rank starts, and so is a count (--updates, --microbatch, "
           "--microbatches) below 1, which Experiment refuses with ValueError naming the field."),
     Claim("learner.group.errors",
