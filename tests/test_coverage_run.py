@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -371,6 +372,10 @@ def test_a_partial_run_end_to_end(tmp_path):
     assert result["files"]["laya/request.py"]["statements"][0] > 0
     assert {e["file"] for e in result["exclusions"]} >= {"laya/atomic.py", "laya/artifact.py"}
     assert "laya: statements" in proc.stdout and f"results: {out}" in proc.stdout
+    said = re.findall(r"^\[laya-qual coverage \d\d:\d\d:\d\d\] (.*)$", proc.stderr, re.M)
+    assert len(said) == 2 and said[0].startswith(
+        "suite under coverage (branches, subprocesses, a context per test), -n 0, hypothesis seed 0; copy under "), said
+    assert re.fullmatch(r"suite green in \d+s; combining the data files", said[1]), said
     with pytest.raises(pytest.UsageError, match="partial or unfinished run"):
         coverage(out, runtime=result["code"]["runtime"], harness=result["code"]["harness"])
 

@@ -8,6 +8,7 @@ import ast
 import math
 import os
 import random
+import re
 import time
 from pathlib import Path
 from collections import Counter
@@ -192,6 +193,16 @@ def test_a_sample_run_from_the_command_line_writes_its_results_and_leaves_no_cop
     assert "survivors of their covering tests were not confirmed on the whole suite" in proc.stdout
     assert f"results: {out.relative_to(tmp_path)}" in proc.stdout
     assert list(scratch.glob("laya-mutants-*")) == [], "the mutated copies were left behind"
+    said = [re.fullmatch(r"\[laya-qual mutate \d\d:\d\d:\d\d\] (.*)", line, re.S)[1]
+            for line in re.split(r"\n(?=\[laya-qual mutate )", proc.stderr.strip())]
+    record = result["mutants"][0]
+    expected = [re.escape(f"1 of {len(whole_population)} mutants drawn with seed 3; hypothesis seed 0; copies under "
+                          f"{scratch}/laya-mutants-") + r"\S+",
+                re.escape("baseline: suite under coverage (a context per test, subprocesses included), -n 0"),
+                rf"baseline: suite green in \d+s; {result['baseline']['tests']} tests, [1-9]\d* lines executed",
+                re.escape(f"[1/1] {record['id']}: {record['status']} ({record['seconds']:.0f}s, "
+                          f"{record['coveringTests']} covering tests") + r"(, never executed)?\)"]
+    assert len(said) == len(expected) and all(map(re.fullmatch, expected, said)), said  # progress, in order
 
 
 @pytest.mark.parametrize("args, message", [
@@ -636,6 +647,7 @@ def test_resume_from_the_command_line_takes_its_seeds_and_writes_back(tmp_path, 
     result = CliRunner().invoke(main, ["mutate", "--sample", "2", "--resume", str(path)])
     assert result.exit_code == 0, result.output
     assert "killed 2 of 2 sampled mutants" in result.output and "sample seed 3" in result.output
+    assert "] resuming: 2 of the 2 drawn measured before, 0 to run\n" in result.output
     written = json.loads(path.read_text())
     assert written["complete"] and written["hypothesisSeed"] == 5 and written["baseline"] == {"seconds": 1.0}
     assert [r["key"] for r in written["mutants"]] == [m.key for m in drawn]
