@@ -28,6 +28,21 @@ def top_level_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
 
 
+def test_a_child_run_is_top_level_and_outside_any_coverage_this_process_is_under(monkeypatch, tmp_path):
+    """What a mutation or coverage run starts imports its copy first and is neither an xdist
+    worker nor measured by a coverage run the harness itself is under: a measured child
+    would write into that run's data, and one that wants coverage starts its own."""
+    from laya_qual.mutation import child_env
+
+    for name, value in (("COVERAGE_PROCESS_CONFIG", "e30="), ("COVERAGE_PROCESS_START", "rc"),
+                        ("PYTEST_XDIST_WORKER", "gw1"), ("PYTHONPATH", "elsewhere")):
+        monkeypatch.setenv(name, value)
+    env = child_env(tmp_path)
+    assert not [k for k in env if k.startswith(("COVERAGE_PROCESS_", "PYTEST_XDIST_"))]
+    assert env["PYTHONPATH"] == os.pathsep.join([str(tmp_path), "elsewhere"]) and env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env["PATH"] == os.environ["PATH"]  # the rest is inherited
+
+
 def test_every_defect_applies_exactly_once_to_the_current_tree():
     check_catalogue()
     assert len(DEFECTS) >= 40

@@ -239,6 +239,7 @@ def test_reliability_points_are_the_recorded_bins(pages):
             assert len(bars) == len(expected)
             for point, bar, b in zip(points, bars, expected):
                 assert point.attrs["data-series"] == when
+                assert bar.attrs.get("class") == point.attrs.get("class") == when  # coloured as its series
                 assert {k: float(point.attrs[f"data-{k}"]) for k in b} == b
                 assert near(point.attrs["cx"], x(b["confidence"])) and near(point.attrs["cy"], y(b["accuracy"]))
                 # the bar spans the bin, from the axis up to the bin's accuracy

@@ -156,7 +156,9 @@ def deliverable_sigint() -> None:
 
 
 def child_env(root: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a top-level run
+    """A top-level run importing ``root`` first: not an xdist worker's, and not measured by a
+    coverage run this process may itself be under (a run that wants coverage starts its own)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "COVERAGE_PROCESS_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
