@@ -9,6 +9,7 @@ import math
 import os
 import random
 import re
+import secrets
 import time
 from pathlib import Path
 from collections import Counter
@@ -250,6 +251,9 @@ def test_a_sample_without_a_seed_draws_with_a_fresh_random_one(monkeypatch, whol
     seeds = [run["seed"] for run in runs]
     assert seeds[0] != seeds[1] and all(0 <= s < 2**31 for s in seeds), seeds
     assert all(run["drawn"] == sample(whole_population, 3, seed=run["seed"]) for run in runs)
+    monkeypatch.setattr(secrets, "randbelow", lambda bound: bound - 1)  # the top of the range drawn from
+    assert CliRunner().invoke(main, ["mutate", "--sample", "3", "--no-confirm"]).exit_code == 0
+    assert runs[-1]["seed"] == 2**31 - 1
 
 
 @pytest.mark.parametrize("reader, text, message", [

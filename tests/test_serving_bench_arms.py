@@ -8,7 +8,7 @@ import torch
 
 import laya
 from laya_qual.serving_bench import (STATES_TOLERANCE, ArmsDisagree, BatchWorkload, batch_arms, missing_peers,
-                                     mixed_length_items, require_laya_states)
+                                     mixed_length_items, onnxruntime_session, require_laya_states)
 from laya_qual.synth import write_artifact
 
 REQUESTS, BATCH_SIZE = 6, 4  # two batches, the second shorter
@@ -31,6 +31,29 @@ def test_the_onnxruntime_arm_encodes_every_batch_as_laya_does(head_dir):
         for ids, theirs in zip(work.token_ids[part], padded):
             ours = base.encode(ids)
             assert float((torch.from_numpy(theirs[:len(ids)]) - ours).abs().max()) <= STATES_TOLERANCE
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_onnxruntime_session_is_configured_as_documented(threads):
+    """Read back from ONNX Runtime itself (docs/benchmarks.md): CPUExecutionProvider, every graph
+    optimization, torch's intra-op thread count at the time and one inter-op thread."""
+    if "onnxruntime" in missing_peers("cpu"):
+        pytest.skip(missing_peers("cpu")["onnxruntime"])
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    x, y = (helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in ("x", "y"))
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity", [x], [y]))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        session = onnxruntime_session(model.SerializeToString())
+    finally:
+        torch.set_num_threads(before)
+    options = session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (threads, 1)
+    assert options.graph_optimization_level == onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert session.get_providers() == ["CPUExecutionProvider"]
 
 
 def test_a_peer_whose_states_differ_is_refused(head_dir):

@@ -270,13 +270,25 @@ class _LastHiddenState(torch.nn.Module):
                           attention_mask=attention_mask).last_hidden_state
 
 
+def onnxruntime_session(model: bytes):
+    """An ONNX Runtime session as the benchmark runs its peer: CPUExecutionProvider, every
+    graph optimization on, torch's intra-op thread count now and one inter-op thread."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
 def _onnxruntime_arm(base: laya.VerifiedBase, work: BatchWorkload) -> Call:
     """The transformers arm's BertModel, exported to ONNX (dynamo, batch and sequence
     dimensions dynamic) and run by ONNX Runtime's CPUExecutionProvider with every graph
     optimization on, torch's intra-op thread count and one inter-op thread, over the same
-    padded batches; checked against laya's states for the first batch like that arm."""
+    padded batches (``onnxruntime_session``); checked against laya's states for the first
+    batch like that arm."""
     import numpy as np
-    import onnxruntime
 
     from laya_qual.synth.reference import ReferenceModel, transformers_bert_sdpa
 
@@ -288,12 +300,7 @@ def _onnxruntime_arm(base: laya.VerifiedBase, work: BatchWorkload) -> Call:
         program = torch.onnx.export(_LastHiddenState(transformers_bert_sdpa(reference)), tuple(example.values()),
                                     dynamo=True, dynamic_shapes=dims, input_names=list(example),
                                     output_names=["last_hidden_state"], verbose=False)
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = torch.get_num_threads()
-    options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime_session(program.model_proto.SerializeToString())
 
     def states(part: slice):
         return session.run(None, {k: np.array(v, dtype=np.int64) for k, v in batch.padded(part).items()})[0]
