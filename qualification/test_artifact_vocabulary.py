@@ -12,6 +12,7 @@ loads.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,24 @@ def test_a_special_token_outside_the_tokenizers_vocabulary_is_refused(pristine, 
         laya.load_artifact(directory)
     assert (refused.value.file, refused.value.field) == (pinned_path(directory, "special_tokens"), field), \
         str(refused.value)
+
+
+@pytest.mark.laya_claim("artifact.vocabulary")
+@pytest.mark.parametrize("field", ["cls", "pad", "option_markers[0]"])
+def test_a_special_token_id_at_vocab_size_is_refused_as_out_of_range(pristine, tmp_path, field):
+    """Ids below vocab_size (docs/artifact-v1.md): the first id past the embedding matrix is
+    refused by that rule itself, which says the bound, not only as a missing vocabulary token."""
+    vocab_size = pinned_json(pristine, "encoder_config")["vocab_size"]
+    special = pinned_json(pristine, "special_tokens")
+    if field.startswith("option_markers"):
+        special["option_markers"][0] = vocab_size
+        said = f"{vocab_size} is not a token id below {vocab_size}"
+    else:
+        special[field] = vocab_size
+        said = f"{vocab_size} is outside [0, {vocab_size - 1}]"
+    directory = shutil.copytree(pristine, tmp_path / "past")
+    replace_pinned_file(directory, "special_tokens", json.dumps(special).encode())
+    with pytest.raises(ArtifactError) as refused:
+        laya.load_artifact(directory)
+    assert (refused.value.file, refused.value.field) == (pinned_path(directory, "special_tokens"), field)
+    assert said in str(refused.value), str(refused.value)

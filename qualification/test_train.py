@@ -147,7 +147,7 @@ def test_store_refuses_other_kernel_profile_sequences_or_bytes(trained, tmp_path
         path.write_bytes(bytes(data))
     with pytest.raises(FeatureStoreMismatch) as refused:
         load_store(path, base, rendered)
-    assert refused.value.field == field, str(refused.value)
+    assert (refused.value.field, refused.value.file) == (field, str(path)), str(refused.value)
     monkeypatch.undo()
     assert load_store(trained.store_path, trained.base, trained.rendered).sequences == trained.store.sequences
 

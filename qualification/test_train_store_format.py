@@ -88,4 +88,4 @@ def test_a_store_opened_for_another_number_of_sequences_is_refused(base, rendere
     sequences = (rendered * 2)[:count]
     with pytest.raises(FeatureStoreMismatch) as refused:
         load_store(store_file, base, sequences)
-    assert refused.value.field == "sequences", str(refused.value)
+    assert (refused.value.field, refused.value.file) == ("sequences", str(store_file)), str(refused.value)
