@@ -75,6 +75,28 @@ def test_config_dimensions_are_bounded(tmp_path_factory, artifact_factory, seed,
         assert refused is not None and not out_of_range, f"{field}={value} is the documented limit: {refused}"
 
 
+# docs/artifact-v1.md, encoder_config.json: the lowest value each dimension may take
+ENCODER_LOWEST = {"vocab_size": 1, "hidden_size": 1, "num_hidden_layers": 0, "num_attention_heads": 1,
+                  "intermediate_size": 1, "max_position_embeddings": 1, "type_vocab_size": 2}
+
+
+@pytest.mark.laya_claim("artifact.limits")
+@pytest.mark.parametrize("field", sorted(ENCODER_LOWEST))
+@pytest.mark.parametrize("side", ["at", "below"])
+def test_config_dimensions_are_bounded_below(tmp_path, artifact_factory, field, side):
+    """One under a dimension's documented lowest value is refused by that range, naming the
+    field; the lowest itself is legal (the load stops elsewhere, never on the range)."""
+    value = ENCODER_LOWEST[field] - (side == "below")
+    directory = artifact_factory(seed=0, head_kind="float32")
+    config = json.loads((directory / pinned_path(directory, "encoder_config")).read_bytes())
+    config[field] = value
+    bad = edited(directory, tmp_path / "a", "encoder_config", json.dumps(config).encode())
+    refused = load_outcome(bad)
+    out_of_range = (refused is not None and refused.file == pinned_path(bad, "encoder_config")
+                    and refused.field == field and f"{value} is outside" in str(refused))
+    assert out_of_range == (side == "below"), f"{field}={value}: {refused}"
+
+
 @pytest.mark.laya_claim("artifact.limits")
 @given(seed=seeds(), role=st.sampled_from(JSON_ROLES), depth=st.integers(5_000, 200_000))
 def test_deep_json_is_refused_by_name(tmp_path_factory, artifact_factory, seed, role, depth):

@@ -85,7 +85,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("artifact.limits",
           "Every limit in docs/artifact-v1.md holds at its boundary: a config dimension at its "
           "limit is not refused for range, one above it (up to 2^62) is refused naming file and "
-          "field before anything that size is built; a head's attention heads must divide hidden_size; JSON files of 1 MiB load and one byte more is "
+          "field before anything that size is built, and so is one below an encoder dimension's "
+          "lowest value (which is legal); a head's attention heads must divide hidden_size; JSON files of 1 MiB load and one byte more is "
           "refused, as is a tokenizer over 64 MiB, before being read; JSON nested past the parser's "
           "recursion limit is refused naming the file."),
     Claim("artifact.finite-weights",
