@@ -30,9 +30,34 @@ from laya.evolution.workspace import Experiment, prepare
 EXP = Experiment(updates=2, microbatches=2, microbatch=1)
 
 
+DEADLINE_S = 300.0
+
+
+class Deadlines:
+    """The session's group, noting the deadline run_arms gives each job it runs there."""
+
+    def __init__(self, group):
+        self.group, self.given = group, []
+
+    def run(self, fn, *args, timeout_s=None, **kwargs):
+        self.given.append((fn.__name__, timeout_s))
+        return self.group.run(fn, *args, timeout_s=timeout_s, **kwargs)
+
+
 @pytest.fixture(scope="module")
-def checked(evolution_group, tmp_path_factory):
-    return run_arms(evolution_group, prepare(EXP, tmp_path_factory.mktemp("check")))
+def deadlines(evolution_group):
+    return Deadlines(evolution_group)
+
+
+@pytest.fixture(scope="module")
+def checked(deadlines, tmp_path_factory):
+    return run_arms(deadlines, prepare(EXP, tmp_path_factory.mktemp("check")), timeout_s=DEADLINE_S)
+
+
+@pytest.mark.laya_claim("learner.check.report")
+def test_every_job_of_a_check_gets_the_callers_deadline(checked, deadlines):
+    """run_arms(..., timeout_s=T) bounds each of its jobs by T, whatever the group's own default."""
+    assert deadlines.given == [(job, DEADLINE_S) for job in ("produce", "audit", "run_kernel", "learn")]
 
 
 def one_ulp_up(t: torch.Tensor) -> torch.Tensor:
