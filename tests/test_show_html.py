@@ -445,3 +445,40 @@ def test_bad_html_options_are_one_line_errors(pages, tmp_path):
     lines = blocked.output.strip().splitlines()
     assert blocked.exit_code == 1 and len(lines) == 1 and lines[0].startswith("Error: cannot write"), blocked.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # and no temporary left beside it
+
+
+# --- the approved pages ------------------------------------------------------------------
+
+APPROVED = ROOT / "tests" / "data" / "show-html"
+# page: (bundle, public key); heads.intoto.jsonl is the "heads" bundle above, written once and kept
+FIXED_BUNDLES = {"heads.html": (APPROVED / "heads.intoto.jsonl", APPROVED / "heads.pub"),
+                 "release.html": (RELEASE, RELEASE.with_name("example-release.pub"))}
+
+
+def render_fixed(name: str, out: Path) -> str:
+    bundle, public = FIXED_BUNDLES[name]
+    assert cli("show", bundle, "--public-key", public, "--html", out).output == f"wrote {out}\n"
+    return out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(FIXED_BUNDLES))
+def test_the_page_of_a_fixed_bundle_is_the_approved_one(tmp_path, name):
+    """A picture's geometry, colours and legend have no spec but the page someone looked at:
+    two fixed bundles (two heads' pictures; the release report's benchmark charts) render byte
+    for byte to the approved copies. After an intended change, rewrite them with
+    `python tests/test_show_html.py --write` and review the difference."""
+    page, approved = render_fixed(name, tmp_path / name), (APPROVED / name).read_text(encoding="utf-8")
+    if page != approved:
+        at = next((i for i, (a, b) in enumerate(zip(page, approved)) if a != b), min(len(page), len(approved)))
+        raise AssertionError(f"{name} is not the approved page from character {at}:\n"
+                             f"  rendered: ...{page[max(0, at - 120):at + 120]!r}\n"
+                             f"  approved: ...{approved[max(0, at - 120):at + 120]!r}\n"
+                             f"if intended: python tests/test_show_html.py --write, then review the diff")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python tests/test_show_html.py --write  (rewrites the approved pages)")
+    for name in FIXED_BUNDLES:
+        render_fixed(name, APPROVED / name)
+        print(f"wrote {APPROVED / name}")
