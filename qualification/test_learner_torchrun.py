@@ -3,8 +3,9 @@ check's jobs as the in-process Group does, and every refusal of docs/evolution.m
 torchrun", names its cause on every rank.
 
 A real torchrun costs 10-15 s on the shared 2-core machine (four interpreters importing torch;
-measured for one update of the tiny config), so the suite runs run.py's own code where it is
-cheap, and tests/evolution/test_torchrun.py runs real torchruns:
+measured for one update of the tiny config), so the suite runs one (two updates, appended,
+its rows against the in-process Group's), runs run.py's own code where it is cheap, and
+tests/evolution/test_torchrun.py runs the full checks of both layouts:
 
 - the check itself (`run._check` on `run.Ranks`) as each launched rank runs it once it has
   joined its gloo group, on the three ranks of the session's group (a gloo group of world 3,
@@ -19,6 +20,7 @@ leaves the session's group up.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -53,17 +55,40 @@ def launched(rank: int, exp, workdir: Path, cwd: dict | None = None, job=None) -
         os.chdir(here)
 
 
+@pytest.fixture(scope="module")
+def reference(evolution_group, tmp_path_factory):
+    """The rows of run_arms on the in-process Group, the path the launcher reproduces."""
+    result = run_arms(evolution_group, prepare(EXP, tmp_path_factory.mktemp("reference")))
+    rows = [[row[f] for f in COMPARED] for row in result.rows]
+    assert result.equal and len(rows) == EXP.updates
+    return rows
+
+
 @pytest.mark.laya_claim("learner.torchrun")
-def test_every_rank_gets_the_rows_of_the_in_process_group(evolution_group, tmp_path):
+def test_every_rank_gets_the_rows_of_the_in_process_group(evolution_group, reference, tmp_path):
     outcomes = evolution_group.run(launched, EXP, tmp_path / "launched")
-    reference = run_arms(evolution_group, prepare(EXP, tmp_path / "reference"))
-    rows = [[row[f] for f in COMPARED] for row in reference.rows]
-    assert reference.equal and len(rows) == EXP.updates
-    assert outcomes == [{"rows": rows, "equal": True}] * 3  # the same floats, on every rank
+    assert outcomes == [{"rows": reference, "equal": True}] * 3  # the same floats, on every rank
     left = tmp_path / "launched"  # the workspace stays in --workdir, packets audited by rank 0
     assert (left / "parent.safetensors").is_file()
     assert sorted(p.name for p in (left / "packets").iterdir()) == ["mb-0000", "mb-0001"]
     assert all((p / "certificate.json").is_file() for p in (left / "packets").iterdir())
+
+
+@pytest.mark.laya_claim("learner.torchrun")
+def test_a_real_torchrun_reports_the_rows_of_the_in_process_group(reference, tmp_path):
+    """One real `torchrun --standalone --nproc-per-node 3 -m laya.evolution.run check` (about 15 s):
+    exit 0, the learner rank's table on stdout and its --json rows those of the in-process Group."""
+    figures = tmp_path / "figures.json"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3",
+                           "-m", "laya.evolution.run", "check", "--layout", EXP.layout.name, "--updates",
+                           str(EXP.updates), "--microbatches", str(EXP.microbatches), "--microbatch",
+                           str(EXP.microbatch), "--workdir", str(tmp_path / "ws"), "--json", str(figures),
+                           "--timeout-s", "300"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("  yes") == EXP.updates and "learner 114176 bytes < parent 217856 bytes" in done.stdout
+    launched_figures = json.loads(figures.read_text())
+    assert launched_figures["equal"] is True
+    assert [[row[f] for f in COMPARED] for row in launched_figures["rows"]] == reference  # JSON keeps floats exact
 
 
 @pytest.mark.laya_claim("learner.torchrun")

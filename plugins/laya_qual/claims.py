@@ -613,8 +613,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("learner.torchrun",
           "The check as each rank of `python -m laya.evolution.run check` runs it once it has joined a "
           "3-rank gloo group (laya.evolution.run's Ranks, run in the suite on the in-process group's "
-          "ranks, not under torchrun) gives every rank the rows of run_arms on the in-process Group (equal "
-          "floats) and leaves the workspace, audited packets included, in --workdir; a --workdir that is "
+          "ranks) gives every rank the rows of run_arms on the in-process Group (equal floats) and leaves "
+          "the workspace, audited packets included, in --workdir; a real `torchrun --standalone "
+          "--nproc-per-node 3` of it exits 0 with the learner rank's table and --json rows equal to "
+          "those rows; a --workdir that is "
           "not empty makes every rank raise the same DistributedError naming the job laya.evolution.run."
           "_prepare and rank 0 (each rank itself when the job runs on all ranks), writing nothing; a "
           "--workdir that is other files on some ranks (same path) is refused on every rank naming each "

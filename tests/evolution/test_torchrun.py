@@ -6,7 +6,8 @@ ranks of `laya.evolution.run` (gloo over env://, the c10d TCPStore); the referen
 documented defaults of `laya evolve check`. Every per-update float (both arms' loss and
 gradient norm) must be the same float, and each arm's tail parameters and Adam state
 after every update the same digest. About 15 s per layout (four interpreters importing
-torch), so this is a project test, not a suite claim.
+torch): the suite's claim `learner.torchrun` runs one short torchrun; these full checks of
+both layouts are project tests.
 """
 
 from __future__ import annotations
