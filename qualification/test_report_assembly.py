@@ -423,12 +423,14 @@ def test_development_key_is_recorded(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     dev = dev_key_path()
     assert dev == tmp_path / "cache" / "laya-qual" / "dev-key"
-    keygen(dev)
+    other = tmp_path / "release-key"
+    keygen(other)
     pytester.makepyfile(SIMPLE)
+    _, _, laya = run(pytester, other)  # a machine with no development key at all
+    assert laya["predicate"]["signing"]["developmentKey"] is False and not dev.exists()
+    keygen(dev)
     _, _, laya = run(pytester, dev)
     signing = laya["predicate"]["signing"]
     assert signing["developmentKey"] is True and signing["keytype"] == "ed25519"
-    other = tmp_path / "release-key"
-    keygen(other)
     _, _, laya = run(pytester, other)
     assert laya["predicate"]["signing"]["developmentKey"] is False
