@@ -429,6 +429,22 @@ def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     assert run.run()["sample"] == 5
 
 
+def test_a_closed_time_box_is_said_before_the_figure():
+    """The summary a time-boxed run prints names the box and how many of the drawn it measured,
+    so a partial figure is never read as the whole sample's."""
+    from laya_qual.mutant_run import summary_lines
+
+    drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
+    closed = _scheduling_only(drawn, time_box=0.5).run()
+    lines = summary_lines(closed)
+    assert lines[:2] == [
+        "the time box of 0.01 minutes closed after 2 of the 5 drawn mutants: the figure is the first 2's",
+        "killed 2 of 2 sampled mutants (0 equivalent set apart), population 5, sample seed 1: rate 100.0%, "
+        "95% lower bound 22.4%"]
+    whole = summary_lines(_scheduling_only(drawn).run())
+    assert whole[0].startswith("killed 5 of 5 sampled mutants") and not any("time box" in line for line in whole)
+
+
 def test_a_time_box_drops_what_follows_a_gap_in_the_draw():
     """Two jobs racing past the box's end can leave a drawn mutant unstarted while a later
     one ran: the figure is the first K before the gap, and the later one is dropped."""

@@ -508,6 +508,29 @@ def read_equivalents(path: Path | None) -> dict[str, str]:
     return data
 
 
+def summary_lines(result: dict) -> list[str]:
+    """What a sampled run says at its end, before naming its results file: the time box if it
+    closed, the figure, per part, the survivors and any wrong equivalence."""
+    s, box, lines = result["summary"], result.get("timeBox"), []
+    if box and box["closed"]:
+        lines.append(f"the time box of {box['minutes']:g} minutes closed after {result['sample']} of the "
+                     f"{box['requestedSample']} drawn mutants: the figure is the first {result['sample']}'s")
+    lines.append(f"killed {s['killed']} of {s['total']} sampled mutants ({s['equivalent']} equivalent set apart), "
+                 f"population {result['population']}, sample seed {result['sampleSeed']}: rate {s['rate']:.1%}, "
+                 f"95% lower bound {s['lowerBound95']:.1%}")
+    for part, figure in s["parts"].items():
+        if figure["total"]:
+            lines.append(f"  {part}: killed {figure['killed']} of {figure['total']} ({figure['rate']:.1%}, 95% lower "
+                         f"bound {figure['lowerBound95']:.1%})"
+                         + (", by the suite or tests/" if part == "harness" else ""))
+    lines.append(f"  {s['notExecuted']} survived on lines no process executed"
+                 + ("" if result["confirmWholeSuite"] else
+                    "; survivors of their covering tests were not confirmed on the whole suite"))
+    lines += [f"  survived  {key}" for key in s["survivors"]]
+    lines += [f"  WRONG EQUIVALENCE (a test kills it)  {key}" for key in s["wronglyEquivalent"]]
+    return lines
+
+
 def main(*, drawn: list[Mutant], population_size: int, seed: int, hypothesis_seed: int | None, workers: int,
          timeout: float | None, equivalents: Path | None, tests_dir: Path | None, output: Path | None,
          require_rate: float | None, scope: Sequence[str], confirm: bool, jobs: int, time_box: float | None,
@@ -537,25 +560,10 @@ def main(*, drawn: list[Mutant], population_size: int, seed: int, hypothesis_see
     finally:
         run.close()
     output.write_text(json.dumps(result, indent=2) + "\n")
-    s = result["summary"]
-    box = result.get("timeBox")
-    if box and box["closed"]:
-        print(f"the time box of {box['minutes']:g} minutes closed after {result['sample']} of the "
-              f"{box['requestedSample']} drawn mutants: the figure is the first {result['sample']}'s")
-    print(f"killed {s['killed']} of {s['total']} sampled mutants ({s['equivalent']} equivalent set apart), "
-          f"population {result['population']}, sample seed {seed}: rate {s['rate']:.1%}, "
-          f"95% lower bound {s['lowerBound95']:.1%}")
-    for part, figure in s["parts"].items():
-        if figure["total"]:
-            print(f"  {part}: killed {figure['killed']} of {figure['total']} ({figure['rate']:.1%}, 95% lower bound "
-                  f"{figure['lowerBound95']:.1%})" + (", by the suite or tests/" if part == "harness" else ""))
-    print(f"  {s['notExecuted']} survived on lines no process executed"
-          + ("" if confirm else "; survivors of their covering tests were not confirmed on the whole suite"))
-    for key in s["survivors"]:
-        print(f"  survived  {key}")
-    for key in s["wronglyEquivalent"]:
-        print(f"  WRONG EQUIVALENCE (a test kills it)  {key}")
+    for line in summary_lines(result):
+        print(line)
     print(f"results: {output}")
+    s = result["summary"]
     if require_rate is not None and s["lowerBound95"] < require_rate:
         print(f"the kill rate's 95% lower bound {s['lowerBound95']:.1%} is below the required {require_rate:.1%}",
               file=sys.stderr)
