@@ -157,7 +157,7 @@ def test_claim(cid):
 
 HYPOTHESIS_AND_BENCHMARK = f"""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, seed, settings, strategies as st
 
 @pytest.mark.laya_claim("{A}")
 @settings(database=None, max_examples=7)
@@ -172,6 +172,19 @@ def test_bench(benchmark):
 
 @pytest.mark.laya_claim("{C}")
 def test_plain():
+    pass
+
+@pytest.mark.laya_claim("{C}")
+@seed(99)
+@settings(database=None, max_examples=3)
+@given(st.integers())
+def test_pinned(x):
+    pass
+
+@pytest.mark.laya_claim("{C}")
+@settings(database=None, max_examples=3, derandomize=True)
+@given(st.integers())
+def test_derandomized(x):
     pass
 
 @pytest.mark.laya_claim("{D}")
@@ -198,7 +211,13 @@ def test_hypothesis_and_benchmark_evidence(pytester, key):
     assert {k: bench["benchmark"][k] for k in ("min", "max", "mean", "median", "stddev", "rounds", "iterations")} == \
         {k: measured["stats"][k] for k in ("min", "max", "mean", "median", "stddev", "rounds", "iterations")}
     assert [b["test"] for b in laya["predicate"]["benchmarks"]] == [bench["test"]]
-    assert "hypothesis" not in claims[C]["evidence"][0]
+    # a test's own @seed and derandomize setting are what replays it, not the run's seed
+    assert prop["hypothesis"]["derandomize"] is False
+    evidence = {e["test"].rsplit("::", 1)[1]: e for e in claims[C]["evidence"]}
+    assert "hypothesis" not in evidence["test_plain"]
+    assert {k: evidence["test_pinned"]["hypothesis"][k] for k in ("seed", "derandomize")} == {
+        "seed": "99", "derandomize": False}
+    assert evidence["test_derandomized"]["hypothesis"]["derandomize"] is True
     [unused] = claims[D]["evidence"]  # a benchmark test that never called its fixture measured nothing
     assert unused["benchmark"] == {"measured": False, "reason": "the benchmark fixture was not run"}
     assert (unused["outcome"], claims[D]["verdict"]) == ("unmeasured", "not evaluated")
