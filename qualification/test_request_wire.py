@@ -61,4 +61,5 @@ def test_a_text_of_no_tokens_is_refused_naming_its_field(qualified_model, tokeni
     results = list(predict_lines(empty_adapters, io.BytesIO("\n".join(lines).encode() + b"\n"), batch_size=3))
     assert "error" in results[1], (bad, results[1])
     assert (results[1]["error"]["type"], results[1]["error"]["field"]) == ("RequestError", field), results[1]
+    assert results[1]["error"]["message"].startswith(f"request field {field}: "), results[1]
     assert "prediction" in results[0] and results[0]["prediction"] == results[2]["prediction"]
