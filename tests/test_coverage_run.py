@@ -372,6 +372,11 @@ def test_a_partial_run_end_to_end(tmp_path):
     assert result["files"]["laya/request.py"]["statements"][0] > 0
     assert {e["file"] for e in result["exclusions"]} >= {"laya/atomic.py", "laya/artifact.py"}
     assert "laya: statements" in proc.stdout and f"results: {out}" in proc.stdout
+    missed = sorted((total - covered, name) for name, figures in result["files"].items() if name.startswith("laya/")
+                    for covered, total in [figures["branches"]] if total > covered)
+    worst = sorted(missed, key=lambda nf: (-nf[0], nf[1]))[:8]  # most missed first, by name among equals
+    assert len(worst) == 8 and [line for line in proc.stdout.splitlines() if line.endswith(" branches missed")] == [
+        f"  {name}: {n} branches missed" for n, name in worst]
     said = re.findall(r"^\[laya-qual coverage \d\d:\d\d:\d\d\] (.*)$", proc.stderr, re.M)
     assert len(said) == 2 and said[0].startswith(
         "suite under coverage (branches, subprocesses, a context per test), -n 0, hypothesis seed 0; copy under "), said
