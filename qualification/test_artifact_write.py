@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import threading
 from pathlib import Path
 
@@ -81,6 +82,23 @@ def test_complete_write_is_exactly_the_files_and_their_manifest(tmp_path_factory
     assert json.loads(written.pop("manifest.json")) == expected_manifest(files)
     assert written == {path: data for path, data in files.values()}
     assert os.listdir(parent) == ["artifact"], "a temporary was left beside the artifact"
+
+
+@pytest.mark.laya_claim("artifact.atomic-write")
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_a_written_artifact_has_the_modes_of_a_plain_write(tmp_path, umask):
+    """Built in a temporary but published with the modes a directory and files made in place
+    get: 0o777 and 0o666 less the umask."""
+    before = os.umask(umask)
+    try:
+        root = write_artifact_files(tmp_path / "artifact", {"encoder_config": ("config/e.json", b"{}"),
+                                                            "tokenizer": ("t.json", b"{}")})
+    finally:
+        os.umask(before)
+    modes = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in [root, *root.rglob("*")]}
+    directories, files = 0o777 & ~umask, 0o666 & ~umask
+    assert modes == {"artifact": directories, "artifact/config": directories, "artifact/config/e.json": files,
+                     "artifact/t.json": files, "artifact/manifest.json": files}, {k: oct(v) for k, v in modes.items()}
 
 
 @pytest.mark.laya_claim("artifact.atomic-write")

@@ -95,6 +95,7 @@ def test_binomial_cdf_is_scipys_elementwise_on_any_shape(errors, n, p):
 @example(outcomes=([0.9] * 100, [True] * 100), target=0.1, delta=0.1, start=0)  # top of the grid fails: stop
 @example(outcomes=([0.9] * 60 + [0.5] * 40, [True] * 60 + [False] * 40), target=0.1, delta=0.1, start=20)
 @example(outcomes=([0.95] * 50 + [0.9] * 50, [True] * 100), target=0.05, delta=0.05, start=None)
+@example(outcomes=([0.999], [True]), target=0.95, delta=0.1, start=None)  # one acted, a target near 1: certified
 def test_fixed_sequence_matches_the_reference(outcomes, target, delta, start):
     """On random (confidence, correct) sets, some confidences exactly on grid thresholds
     (acted means confidence >= threshold), from a random start or the dev_cal-chosen one."""

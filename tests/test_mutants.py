@@ -572,8 +572,12 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     assert [(s["stage"], s["outcome"], s.get("tests")) for s in unseen_record["stages"]] == [
         ("not executed by the suite", "not run", None), ("tests/", "failed", None)]
     (tests / "test_tiny.py").write_text(RED_UNDER_COVERAGE + "\ndef test_red():\n    assert False\n")
-    with pytest.raises(BaselineRed, match="the unmutated tests/ is red"):
+    with pytest.raises(BaselineRed, match="the unmutated tests/ is red") as red:
         baseline()
+    [record] = red.value.result["baseline"]["runs"]  # what the results file then holds
+    assert {k: record[k] for k in ("seed", "verdict", "of")} == {"seed": 0, "verdict": "red", "of": "tests/"}
+    [failed] = record["failed"]
+    assert failed.endswith("test_tiny.py::test_red") and record["seconds"] > 0
 
 
 def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):

@@ -48,7 +48,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "pinning each (into a new name or an existing empty directory), or nothing: an OS error "
           "while writing any file, or a SIGINT just before publication, leaves the parent directory "
           "as it was (no directory under the name, no temporary beside it); an existing file or "
-          "non-empty directory under the name is refused with a LayaError naming it and left untouched."),
+          "non-empty directory under the name is refused with a LayaError naming it and left untouched; "
+          "the published directories and files have the modes of a plain write (0o777 and 0o666 less "
+          "the umask)."),
     Claim("artifact.atomic-file",
           "laya.atomic.write_files (and write_file), the writer of the feature store and of "
           "laya-qual's keys and reports, publishes every file whole or leaves the parent directory "
