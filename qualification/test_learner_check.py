@@ -88,8 +88,13 @@ def test_one_ulp_in_one_tensor_is_named_alone(checked, where):
     path, named = {"loss": (("loss",), "loss"), "grad_norm": (("grad_norm",), "grad_norm"),
                    "param": (("params", name), f"param {name}")}.get(where, (("adam", name, where),
                                                                                f"adam {name}.{where}"))
-    rows = compare(kernel, nudged(checked.learner["records"], 1, path))
+    learner = nudged(checked.learner["records"], 1, path)
+    rows = compare(kernel, learner)
     assert [(r["update"], r["equal"], r["differences"]) for r in rows] == [(0, True, []), (1, False, [named])]
+    # each arm's loss and gradient norm under its own name, told apart where one was nudged
+    assert [(r["kernel_loss"], r["learner_loss"], r["kernel_grad_norm"], r["learner_grad_norm"]) for r in rows] == [
+        (k["loss"].item(), l["loss"].item(), k["grad_norm"].item(), l["grad_norm"].item())
+        for k, l in zip(kernel, learner)]
 
 
 @pytest.mark.laya_claim("learner.compare")
