@@ -300,6 +300,10 @@ def test_coverage_is_refused_unless_measured_on_this_code_whole(tmp_path):
     figure = coverage(_results(tmp_path), **mine)
     assert figure["packages"]["laya"]["branches"] == {"covered": 300, "total": 400}
     assert figure["exclusions"][0]["reason"] == "defensive" and figure["testsWithSubprocesses"] == 12
+    # the run's settings as measured, each under its own name
+    assert {k: figure[k] for k in ("hypothesisSeed", "coveragePy", "branch", "patch", "benchmarks", "tests")} == {
+        "hypothesisSeed": 7, "coveragePy": "7.17.5", "branch": True, "patch": ["subprocess", "_exit"],
+        "benchmarks": "excluded", "tests": 500}
     with pytest.raises(pytest.UsageError, match="measured on runtime dirHash 0+, .*rerun laya-qual coverage"):
         coverage(_results(tmp_path, code={**digests, "runtime": "0" * 64}), **mine)
     with pytest.raises(pytest.UsageError, match="suite/harness"):

@@ -134,3 +134,14 @@ def test_failing():
     assert yellow in line and bold in line and red not in line, repr(line)
     [line] = [s for s in failed.outlines if "result FAILED" in s]
     assert red in line and bold in line and yellow not in line, repr(line)
+
+
+@pytest.mark.parametrize("args, loaded", [
+    (["-p", "laya_qual", "-x"], True), (["-playa_qual"], True), (["-p", "no:randomly", "-x"], False),
+    (["-x", "laya_qual"], False), (["-p", "xdist", "-k", "laya_qual"], False), ([], False)])
+def test_the_reproduce_command_loads_the_plugin_unless_the_run_named_it_with_p(args, loaded):
+    """Only `-p laya_qual` (or `-playa_qual`) loads the plugin: another -p, or laya_qual as some
+    other option's value, leaves the reproduce command to add it."""
+    from laya_qual.rerun import _loads_plugin
+
+    assert _loads_plugin(args) is loaded
