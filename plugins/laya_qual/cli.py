@@ -22,6 +22,7 @@ from laya_qual import __version__, missing_harness
 if missing := missing_harness():  # a runtime-only install: click's one-line error, exit 1
     raise SystemExit(f"Error: {missing}")
 
+from laya_qual.mutation import WHOLE_RUN_TIMEOUT_S
 from laya_qual.shards import DURATIONS_DIR, DURATIONS_FILE, default_durations
 from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key,
                                load_signer, public_key_path)
@@ -536,7 +537,8 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
 @click.option("--confirm/--no-confirm", default=True, show_default=True,
               help="run the whole suite on a defect its claims' tests (a mutant its covering tests) missed "
                    "before calling it survived")
-@click.option("--timeout", type=SECONDS, help="seconds per pytest run (default: from the baseline timings)")
+@click.option("--timeout", type=SECONDS,
+              help=f"seconds per pytest run (default: from the baseline timings; {WHOLE_RUN_TIMEOUT_S} for a baseline)")
 @click.option("--only", multiple=True, metavar="ID", help="run only these defect ids (repeatable)")
 @click.option("--claims", metavar="PATTERN[,...]",
               help="limit every run to these claims' tests (a quick, partial figure)")
@@ -633,7 +635,7 @@ def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir
 @click.option("--hypothesis-seed", type=int, help="the suite's Hypothesis seed (default: random, recorded)")
 @click.option("--claims", metavar="PATTERN[,...]",
               help="only these claims' tests: a quick, partial figure that --laya-coverage refuses")
-@click.option("--timeout", type=SECONDS, help="seconds the suite run may take (default: 7200)")
+@click.option("--timeout", type=SECONDS, help=f"seconds the suite run may take (default: {WHOLE_RUN_TIMEOUT_S})")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
               help="results JSON (default: reports/coverage-<UTC time>.json); the combined coverage data "
                    "is kept beside it (same name, .coverage)")

@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from laya_qual.mutation import (LAYOUT, MutationError, build_root, check_shadowing, code_digests,
-                                deliverable_sigint, installed_layout, run_suite)
+from laya_qual.mutation import (LAYOUT, WHOLE_RUN_TIMEOUT_S, MutationError, build_root, check_shadowing,
+                                code_digests, deliverable_sigint, installed_layout, run_suite)
 from laya_qual.subjects import file_sha256
 
 FORMAT = "laya-qual-coverage-v1"
@@ -335,7 +335,7 @@ def _now() -> str:
 
 
 def measure(*, hypothesis_seed: int, workers: int, output: Path, scope: Sequence[str] = (),
-            timeout: float = 7200, progress: Callable[[str], None] = lambda m: None) -> dict:
+            timeout: float = WHOLE_RUN_TIMEOUT_S, progress: Callable[[str], None] = lambda m: None) -> dict:
     """Run the suite under coverage, combine, write the results and the data; return the results."""
     import coverage
 
@@ -409,7 +409,7 @@ def main(*, hypothesis_seed: int | None, workers: int, output: Path | None, scop
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
         result = measure(hypothesis_seed=seed, workers=workers, output=output, scope=scope,
-                         timeout=timeout or 7200, progress=lambda m: print(
+                         timeout=timeout or WHOLE_RUN_TIMEOUT_S, progress=lambda m: print(
                              f"[laya-qual coverage {datetime.now():%H:%M:%S}] {m}", file=sys.stderr, flush=True))
     except MutationError as e:
         raise CoverageError(str(e)) from None

@@ -40,7 +40,8 @@ from pathlib import Path
 from laya_qual import coverage_run
 from laya_qual.mutants import Mutant
 from laya_qual.mutation import (BaselineRed, MutationError, RunResult, build_root, check_shadowing, child_env,
-                                code_digests, deliverable_sigint, failures, installed_layout, run_suite)
+                                WHOLE_RUN_TIMEOUT_S, code_digests, deliverable_sigint, failures, installed_layout,
+                                run_suite)
 
 FORMAT = "laya-qual-mutant-sample-v1"
 CONFIDENCE = 0.95
@@ -216,17 +217,17 @@ class SampleRun:
 
     def baseline(self) -> dict:
         """The unmutated suite, and with ``tests_dir`` the project's tests, each whole and green."""
+        whole = self.timeout or WHOLE_RUN_TIMEOUT_S
         self.suite = self._measured("suite", lambda root, extra: run_suite(
-            root, seed=self.hypothesis_seed, workers=self.workers, timeout=self.timeout or 7200, exitfirst=False,
+            root, seed=self.hypothesis_seed, workers=self.workers, timeout=whole, exitfirst=False,
             claims=self.scope, extra=extra), lambda root, tests: run_suite(
-            root, seed=self.hypothesis_seed, workers=0, tests=tests, timeout=self.timeout or 7200, exitfirst=False))
+            root, seed=self.hypothesis_seed, workers=0, tests=tests, timeout=whole, exitfirst=False))
         out = {"seconds": round(self.suite.seconds, 1), "tests": len(self.suite.times), "subprocesses": True,
                "leftOut": self.suite.left_out}
         if self.tests_dir is not None:
             self.tests = self._measured("tests/", lambda root, extra: _run_tests_dir(
-                root, self.tests_dir, self.workers, self.timeout or 7200, exitfirst=False, extra=extra),
-                lambda root, tests: _run_tests_dir(root, self.tests_dir, 0, self.timeout or 7200, tests=tests,
-                                                   exitfirst=False))
+                root, self.tests_dir, self.workers, whole, exitfirst=False, extra=extra),
+                lambda root, tests: _run_tests_dir(root, self.tests_dir, 0, whole, tests=tests, exitfirst=False))
             out["testsDir"] = {"seconds": round(self.tests.seconds, 1), "tests": len(self.tests.times),
                                "leftOut": self.tests.left_out}
         return out

@@ -39,6 +39,8 @@ from laya_qual.defects import DEFECTS, Defect
 from laya_qual.subjects import HARNESS_PACKAGES, harness_digests, package_dir, source_digest
 
 FORMAT = "laya-qual-mutation-v1"
+# What one whole, unmutated run (a baseline, a coverage measurement) may take unless --timeout says.
+WHOLE_RUN_TIMEOUT_S = 7200
 # Import name -> its place under the temporary import root.
 LAYOUT = {"laya": "laya", "laya_qual": "laya_qual", "laya_qual.suite": "laya_qual/suite",
           "laya_qual.synth": "laya_qual/synth"}
