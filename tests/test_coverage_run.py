@@ -4,6 +4,7 @@ a whole-suite run."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -145,6 +146,47 @@ def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
     assert "laya/m.py" in data.measured_files()
     assert data.contexts_by_lineno("laya/m.py")[subprocess_only] == ["test_t.py::test_in_a_subprocess|subprocess"]
     assert contexts(kept) == {"tests": 2, "testsWithSubprocesses": 1}
+
+
+OUTER_CHILD = """
+import shutil, sys
+from pathlib import Path
+from laya_qual.coverage_run import combine, figures
+root, data_file, rc, pieces = map(Path, sys.argv[1:])
+figures(rc, data_file, root)
+shutil.copy(data_file, pieces / ".coverage.piece")
+combine(rc, pieces, pieces / ".coverage")
+"""
+
+
+def test_combining_and_reporting_leave_a_measurement_this_process_is_under_whole(tmp_path):
+    """Combining and reporting run coverage.py's command line in processes of their own: a
+    coverage.Coverage object made in the process would make coverage.py drop what a
+    measurement it runs under (patch = subprocess: a user's own run, or the project's
+    tests under a mutation baseline measuring `laya-qual coverage`) had collected there."""
+    root, data_file, rc = measured_layout(tmp_path, MODULE, TESTS)
+    outer, pieces = tmp_path / "outer", tmp_path / "pieces"
+    outer.mkdir()
+    pieces.mkdir()
+    (outer / "rc").write_text(f"[run]\nparallel = True\npatch = subprocess\ndata_file = {outer / '.coverage'}\n"
+                              "source = laya_qual\n")
+    (outer / "driver.py").write_text(
+        "import subprocess, sys\n"
+        f"subprocess.run([sys.executable, '-c', {OUTER_CHILD!r}, *sys.argv[1:]], check=True)\n")
+    run = subprocess.run([sys.executable, "-m", "coverage", "run", f"--rcfile={outer / 'rc'}", str(outer / "driver.py"),
+                          str(root), str(data_file), str(rc), str(pieces)],
+                         capture_output=True, text=True, env=top_level_env(), cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (pieces / ".coverage").is_file()
+    subprocess.run([sys.executable, "-m", "coverage", "combine", f"--rcfile={outer / 'rc'}", "-q"], check=True,
+                   env=top_level_env(), cwd=tmp_path)
+    from coverage import CoverageData
+
+    data = CoverageData(basename=str(outer / ".coverage"))
+    data.read()
+    [measured] = [f for f in data.measured_files() if f.endswith("laya_qual/coverage_run.py")]
+    source, first = inspect.getsourcelines(figures)
+    assert first + len(source) - 1 in data.lines(measured)  # figures' return: only the child ran it
 
 
 def test_the_tests_a_data_file_labels_are_counted_by_node_id(tmp_path):
@@ -354,9 +396,11 @@ def test_report_carries_the_coverage_and_show_prints_it(tmp_path):
 
 
 def coverage_command(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    """`laya-qual coverage ARGS` as a user runs it, in ``cwd``, outside this test's own coverage."""
+    """`laya-qual coverage ARGS` as a user runs it, in ``cwd``; measured too where this test is
+    (what it starts is not: laya-qual coverage strips COVERAGE_PROCESS_* from its children)."""
+    measured = {k: v for k, v in os.environ.items() if k.startswith("COVERAGE_PROCESS_")}
     return subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", *args],
-                          capture_output=True, text=True, env=top_level_env(**env), cwd=cwd, timeout=600)
+                          capture_output=True, text=True, env=top_level_env(**measured, **env), cwd=cwd, timeout=600)
 
 
 def test_a_partial_run_end_to_end(tmp_path):

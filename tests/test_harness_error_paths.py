@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -438,6 +439,19 @@ def test_combining_a_run_that_left_no_data_is_refused(tmp_path):
     with pytest.raises(CoverageError) as refused:
         combine(tmp_path / "coveragerc", tmp_path, tmp_path / ".coverage")
     assert str(refused.value) == f"the run left no coverage data in {tmp_path}"
+
+
+def test_a_data_file_coverage_py_cannot_combine_is_refused_with_its_words(tmp_path):
+    """coverage.py's own command combines; when it fails, its exit status and its message
+    are in the refusal, not a traceback."""
+    from laya_qual.coverage_run import CoverageError, combine
+
+    (tmp_path / ".coverage.broken").write_text("not a coverage data file")
+    (tmp_path / "coveragerc").write_text("[run]\nbranch = True\n")
+    with pytest.raises(CoverageError) as refused:
+        combine(tmp_path / "coveragerc", tmp_path, tmp_path / ".coverage")
+    assert re.fullmatch(r"coverage combine failed \(exit 1\): .*(\n.*)*", str(refused.value))
+    assert "Couldn't use data file" in str(refused.value) and ".coverage.broken" in str(refused.value)
 
 
 def test_coverage_run_times_are_utc_seconds():

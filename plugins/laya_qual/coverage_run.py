@@ -33,8 +33,10 @@ option ``--laya-coverage FILE`` signs them as ``suite.coverage`` only for that v
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -211,10 +213,21 @@ def pytest_args(rc: Path) -> list[str]:
             "--cov-report="]
 
 
+def _coverage_command(*args: str) -> None:
+    """coverage.py's own command line, in a process of its own. A ``coverage.Coverage``
+    object made in this process would tell coverage.py that the process measures itself,
+    and coverage.py would then drop what a measurement this process runs under (a user's
+    own ``patch = subprocess`` run, the project's tests under a mutation baseline) had
+    collected in it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_PROCESS_")}
+    proc = subprocess.run([sys.executable, "-m", "coverage", *args], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise CoverageError(f"coverage {args[0]} failed (exit {proc.returncode}): "
+                            f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+
+
 def combine(rc: Path, data_dir: Path, data_file: Path) -> None:
     """Every data file the run left (controller, workers, subprocesses) into ``data_file``."""
-    from coverage import Coverage
-
     leftovers = sorted(p for p in data_dir.iterdir() if p.name == data_file.name
                        or p.name.startswith(data_file.name + "."))
     if not leftovers:
@@ -223,9 +236,7 @@ def combine(rc: Path, data_dir: Path, data_file: Path) -> None:
     pieces.mkdir()
     for p in leftovers:  # the un-suffixed file too (pytest-cov may have combined into it)
         p.rename(pieces / f"{data_file.name}.{p.name.removeprefix(data_file.name).lstrip('.') or 'main'}")
-    cov = Coverage(config_file=str(rc), data_file=str(data_file))
-    cov.combine([str(pieces)], keep=False, strict=True)
-    cov.save()
+    _coverage_command("combine", f"--rcfile={rc}", f"--data-file={data_file}", "-q", str(pieces))
 
 
 def relocate(data_file: Path, root: Path, dest: Path) -> None:
@@ -246,14 +257,11 @@ def relocate(data_file: Path, root: Path, dest: Path) -> None:
 IN_PROCESS = r"^(?!.*\|subprocess$)"
 
 
-def _json_report(rc: Path, data_file: Path, contexts: list[str] | None = None) -> dict:
-    from coverage import Coverage
-
-    cov = Coverage(config_file=str(rc), data_file=str(data_file))
-    cov.load()
+def _json_report(rc: Path, data_file: Path, contexts: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "coverage.json"
-        cov.json_report(outfile=str(out), ignore_errors=True, contexts=contexts)
+        _coverage_command("json", f"--rcfile={rc}", f"--data-file={data_file}", "-o", str(out), "-q",
+                          "--ignore-errors", *([f"--contexts={contexts}"] if contexts else []))
         return json.loads(out.read_text())["files"]
 
 
@@ -290,7 +298,7 @@ def figures(rc: Path, data_file: Path, root: Path) -> tuple[dict, dict]:
         total = packages.setdefault(package, {"files": 0})
         total["files"] += 1
         _add(total, s)
-    for rel, (package, entry) in _by_package(_json_report(rc, data_file, [IN_PROCESS]), root).items():
+    for rel, (package, entry) in _by_package(_json_report(rc, data_file, IN_PROCESS), root).items():
         _add(packages[package].setdefault("inProcessOnly", {}), entry["summary"])
     return dict(sorted(packages.items())), files
 
