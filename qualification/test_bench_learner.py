@@ -5,6 +5,7 @@ schedule's 8 updates (4 microbatches, each used twice) are in extra_info."""
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import pytest
@@ -51,6 +52,15 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
                                                     for k in peak), (peak, baseline)
     assert sorted(figures["peak_device_bytes"]) == sorted(baseline)
     assert all((v is None) == (laya_device == "cpu") for v in figures["peak_device_bytes"].values()), figures
+    # The derived figures follow from the recorded parts as docs/benchmarks.md defines them:
+    # medians over the updates, speedup = distributed over local, and the two limits.
+    kernel, local = figures["kernel_update_seconds_median"], figures["learner_update_seconds_median"]
+    assert kernel == statistics.median(figures["kernel_update_seconds"]), figures
+    assert local == statistics.median(figures["learner_update_seconds"]), figures
+    assert figures["speedup"] == kernel / local
+    handoff = figures["handoff_seconds_median"]
+    assert figures["limit_with_handoff"] == figures["flop_model"]["limit"] + handoff / local
+    assert figures["limit_measured"] == (sum(figures["owner_compute_seconds_median"]) + handoff + local) / local
     benchmark.extra_info.update({k: figures[k] for k in RECORDED})
     benchmark.extra_info.update(speedup=round(figures["speedup"], 4),
                                 flop_model_limit=round(figures["flop_model"]["limit"], 4),
