@@ -40,7 +40,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.learning_rate must be a positive finite number, not {self.learning_rate}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class LinearHead:
     """Task names in readout-row order, and the float32 readout."""
 

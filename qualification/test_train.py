@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import math
+import pkgutil
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -451,6 +453,19 @@ def test_what_a_head_hands_out_cannot_change_what_it_serves(trained):
     head.tasks.clear()
     after = head.predict(request)
     assert (after.probabilities, after.decision) == (before.probabilities, before.decision)
+
+
+@pytest.mark.laya_claim("train.calibration.private")
+def test_every_dataclass_the_runtime_defines_is_frozen():
+    """docs/decisions.md (Immutability): a value laya hands out is never a live view of what it
+    serves. Every dataclass of every runtime module is frozen, whichever caller gets it."""
+    defined = {}
+    for module in pkgutil.walk_packages(laya.__path__, "laya."):
+        namespace = vars(importlib.import_module(module.name))
+        defined |= {f"{module.name}.{name}": value for name, value in namespace.items()
+                    if isinstance(value, type) and value.__module__ == module.name and dataclasses.is_dataclass(value)}
+    assert len(defined) >= 33 and "laya.config.HeadConfig" in defined, sorted(defined)  # the walk found them
+    assert [name for name, cls in sorted(defined.items()) if not cls.__dataclass_params__.frozen] == []
 
 
 @pytest.mark.laya_claim("train.calibration.private")

@@ -12,7 +12,7 @@ from .learner import check_token_weights, learn
 from .workspace import Workspace
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArmsResult:
     production: list[dict]       # per rank
     kernel: list[dict]           # per rank; kernel[LEARNER]["records"]

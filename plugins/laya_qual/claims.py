@@ -436,7 +436,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "threshold and certificate; training the second leaves the first's bytes unchanged, and "
           "each serves the same standalone as side by side. No part of a head's or its base's parsed "
           "configuration (tasks, calibration, reliability bins, certification, path) can be edited in "
-          "place, and head.tasks is a copy: what a caller holds cannot change what is served."),
+          "place, head.tasks is a copy, and every dataclass the runtime defines is frozen: what a "
+          "caller holds cannot change what is served."),
     Claim("train.provenance",
           "In a head trained on two tasks, each task's temperature is the NLL minimiser on that "
           "task's dev_cal alone and its act threshold, acted count and errors are the fixed-sequence "
