@@ -7,7 +7,8 @@ are polled from /proc while the cell runs; afterwards every such pid must be gon
 table (a zombie still answers ``kill(pid, 0)``, so unreaped counts as left), this process must have
 no child it did not have before, and the temporary directory the group made its private directory
 in must be empty. Faults are real: an exception raised inside the real
-phase, a process really stuck in ``time.sleep``, a real SIGKILL; they are armed in one worker only
+phase, a process really stuck in ``time.sleep`` and deaf to SIGTERM (so the shutdown must
+go on to SIGKILL), a real SIGKILL; they are armed in one worker only
 (``Faulty`` patches that worker's own ``kernel.run_blocks`` at its second prefix computation, so the
 fault strikes mid-phase with point-to-point traffic under way; ``Startup`` fires before the
 rendezvous). Blame is checked against the rank the fault was armed on, and the bound against the
@@ -56,7 +57,8 @@ def fire(fault: str, log: Path) -> None:
     (log / "fault").write_text(repr(time.monotonic()))
     if fault == "raises":
         raise RuntimeError("injected fault")
-    if fault == "hangs":
+    if fault == "hangs":  # deaf to SIGTERM as well, like a rank stuck in C code: only SIGKILL stops it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(HANG_S)
     if fault == "killed":
         os.kill(os.getpid(), signal.SIGKILL)
