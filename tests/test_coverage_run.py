@@ -136,6 +136,8 @@ def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
     assert next(i for i, line in enumerate(lines, 1) if "return 2" in line) in m["missingLines"]  # bare pragma
     assert m["missingBranches"] == [[3, 5]]  # f(x) never saw x <= 0; the excluded arm is no branch
     assert packages["laya"]["branches"] == {"covered": 1, "total": 2}  # the excluded arm leaves no branch
+    assert packages["laya"]["files"] == 2
+    assert sorted(files) == ["laya/__init__.py", "laya/m.py", "laya_qual/__init__.py"]
     assert packages["laya"]["statements"]["covered"] - packages["laya"]["inProcessOnly"]["statements"]["covered"] == 2
     kept = tmp_path / "kept.coverage"
     relocate(data_file, root, kept)

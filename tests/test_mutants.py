@@ -556,6 +556,7 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     records = []
     out, run = baseline(then=lambda run: records.extend([run.run_mutant(bound, 0), run.run_mutant(unseen, 1)]))
     assert out["testsDir"]["leftOut"] == ["tests/test_tiny.py::test_red_under_coverage"]
+    assert out["leftOut"] == [] and out["subprocesses"] is True  # the suite's own: none red under coverage
     assert out["testsDir"]["tests"] == 4 and run.tests.left_out == out["testsDir"]["leftOut"]
     assert [line for line in said if "red under coverage" in line] == [
         "baseline: 1 of tests/ red under coverage; without it: passed"], said  # the user is told why

@@ -340,3 +340,30 @@ def test_run_shard_exits_0_once_its_evidence_is_complete(tmp_path, monkeypatch):
     assert f"shard evidence: {out} (unsigned;" in result.output
     evidence = json.loads(out.read_text())
     assert evidence["selection"]["shard"]["index"] == 2 and evidence["records"] == []
+
+
+BENCHMARK_PROJECT = """
+import pytest
+
+@pytest.mark.laya_claim("report.verdicts")
+def test_a():
+    pass
+
+@pytest.mark.laya_claim("report.verdicts")
+def test_z_bench(benchmark):
+    benchmark(sum, [1, 2])
+"""
+
+
+def test_a_benchmark_test_runs_on_shard_1_wherever_balancing_would_put_it(pytester, monkeypatch):
+    """docs/ci.md: the benchmark tests always run on shard 1. Unpinned, balancing two tests of
+    equal estimate would put the second by name, the benchmark, on shard 2."""
+    for var in [v for v in os.environ if v.startswith("PYTEST_XDIST_")]:
+        monkeypatch.delenv(var, raising=False)
+    pytester.makepyfile(test_project=BENCHMARK_PROJECT)
+    chosen = {}
+    for k in (1, 2):
+        out = pytester.path / f"shard-{k}.json"
+        pytester.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-shard", f"{k}/2", "--laya-evidence-out", out)
+        chosen[k] = json.loads(out.read_text())["selection"]["shard"]["tests"]
+    assert chosen == {1: ["test_project.py::test_z_bench"], 2: ["test_project.py::test_a"]}

@@ -340,6 +340,22 @@ def test_older_heads_and_older_reports_say_not_recorded(pages):
     assert predicate(pages["none"][0])["heads"] == [] and pages["none"][2].all("p", data_heads="none")
 
 
+@pytest.mark.parametrize("kept", ["reliability_before", "reliability_after"])
+def test_a_task_with_one_reliability_diagram_recorded_says_not_recorded(pages, kept):
+    """Both diagrams are drawn from the pair; a head.json task carrying only one of them (a
+    hand-edited or truncated head) is told not recorded, not half drawn."""
+    from laya_qual.html_report import _task
+
+    bundle, _, _ = pages["heads"]
+    subject, task = next((s, t) for s, t in tasks_of(bundle) if "reliability_before" in t["calibration"])
+    task = json.loads(json.dumps(task))
+    del task["calibration"][({"reliability_before", "reliability_after"} - {kept}).pop()]
+    section = ET.Element("section")
+    _task(section, task)
+    box = Tree(ET.tostring(section, encoding="unicode", method="html")).root.one("div", data_task=task["name"])
+    assert box.one("p", data_picture="reliability").content() == f"reliability diagram: {NOT_RECORDED}"
+
+
 def test_benchmark_bars_are_the_reports_arms(pages):
     """Every bar's value is its extraInfo figure (nested objects per arm), on one scale per
     chart; the mini suite's arms are all drawn, and the release report's side-by-side pairs."""
