@@ -420,8 +420,15 @@ def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     that of the first K drawn, which is the sample --sample K draws with the same seed."""
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
     run = _scheduling_only(drawn, time_box=0.5)
+    checkpoints = []
+    run.checkpoint = checkpoints.append
     result = run.run()
     assert result["complete"] and result["sample"] == 2  # started at 0 s and 0.3 s; the box closed at 0.5 s
+    assert [c["complete"] for c in checkpoints] == [False, False]  # one after each measured mutant
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"  # UTC to the second
+    assert re.fullmatch(stamp, result["startedOn"]) and re.fullmatch(stamp, result["finishedOn"])
+    assert result["startedOn"] <= result["finishedOn"] and {c["startedOn"] for c in checkpoints} == {
+        result["startedOn"]}
     assert result["timeBox"] == {"minutes": round(0.5 / 60, 2), "requestedSample": 5, "closed": True}
     assert [r["key"] for r in result["mutants"]] == [m.key for m in drawn[:2]]
     assert (result["summary"]["killed"], result["summary"]["total"]) == (2, 2)

@@ -49,9 +49,8 @@ def _final_tail_digest(records: list[dict]) -> str:
     return sha256(st_save({k: v.contiguous() for k, v in records[-1]["params"].items()}))
 
 
-def bench(config_name: str, layout: str = "appended", *, updates: int = 8, microbatch: int = 4,
-          microbatches: int = 4, device: str = "cpu", certify: bool = True, group: Group | None = None,
-          timeout_s: float = 3600) -> dict:
+def bench(config_name: str, layout: str, *, updates: int, microbatch: int, microbatches: int, device: str,
+          certify: bool = True, group: Group | None = None, timeout_s: float = 3600) -> dict:
     """Run both arms on a fresh workspace and report; the learner always gets a fresh process.
 
     `group` reuses a started 3-rank group (its start-up is not part of any figure, but
