@@ -94,6 +94,18 @@ def test_laya_qualify_collects_the_suite_however_enabled(project, enabled_by):
     assert "test_unrelated.py" not in collected  # the suite instead of the project's own tests
 
 
+def test_the_header_line_belongs_to_a_qualifying_run_only(project):
+    """Loading the plugin leaves pytest's header as it was; a qualifying run adds its line
+    (versions, the suite's profile, device, seed) to it."""
+    plain = project.runpytest_subprocess("-p", "no:cacheprovider", "-p", "laya_qual", "--collect-only")
+    assert plain.ret == 0 and "laya_qual" not in plain.stdout.str(), plain.stdout.str()
+    qualifying = project.runpytest_subprocess("-p", "no:cacheprovider", "-p", "laya_qual", "--laya-qualify",
+                                              "--collect-only", "--hypothesis-seed", "3", "-k", "test_cache")
+    assert qualifying.ret == 0, qualifying.stdout.str()
+    qualifying.stdout.re_match_lines([r"laya_qual: laya-qual \S+, torch \S+, suite hypothesis profile laya-qual, "
+                                      r"device cpu, hypothesis seed 3$"])
+
+
 def test_laya_qualify_without_the_plugin_fails_loudly(project):
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "--laya-qualify")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
