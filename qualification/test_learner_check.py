@@ -157,6 +157,9 @@ def test_a_difference_exits_1_naming_it(checked, tmp_path, capsys, where):
     assert figures["equal"] is False
     digests = figures["state_digests"]
     assert digests[0]["kernel"] == digests[0]["learner"] and digests[1]["kernel"] != digests[1]["learner"]
+    # each arm's digest under its own name: the kernel's, untouched, is the one an equal report gives
+    untouched = reported(checked, tmp_path, capsys)[2]["state_digests"]
+    assert [d["kernel"] for d in digests] == [d["kernel"] for d in untouched], (digests, untouched)
 
 
 @pytest.mark.laya_claim("learner.check.report")
