@@ -107,7 +107,7 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     from laya.jsonl import predict_chunks
 
     ctx = click.get_current_context()
-    signals = ctx.find_object(SignalExit) or ctx.with_resource(SignalExit())
+    signals = ctx.find_object(SignalExit)  # main's: every subcommand runs under it
     try:
         opened = laya.open_adapters(_adapter_pairs(adapters), base=base_dir, cache_bytes=cache_bytes)
     except LayaError as exc:

@@ -128,6 +128,15 @@ def test_equal_arms_are_reported_row_by_row_with_their_digests(checked, tmp_path
         assert line.split()[:2] == [str(row["update"]), str(row["microbatch"])] and line.endswith("  yes"), line
     assert "learner 114176 bytes < parent 217856 bytes" in lines
     assert figures["rows"] == checked.rows and figures["equal"] is True and figures["updates"] == 2
+    # below the table, the figures the JSON holds, each on its own line in this order
+    assert lines[1 + len(checked.rows):] == [
+        f"feature production: {figures['production_seconds']:.3f} s ({figures['production_bytes_sent']} bytes sent)",
+        f"distributed update: {figures['kernel_update_seconds'] * 1e3:.2f} ms ({figures['kernel_bytes_sent']} bytes "
+        "sent over 2 updates, CPU copies over gloo)",
+        f"local update:       {figures['learner_update_seconds'] * 1e3:.2f} ms",
+        "learner 114176 bytes < parent 217856 bytes",
+        f"FLOP-model limit: {figures['flop_model']['limit']:.2f}x",
+        f"speedup: {figures['speedup']:.2f}x"], lines
     assert figures["handoff_device"] == "cpu"  # CPU ranks: gloo carries CPU copies
     digests = figures["state_digests"]
     assert len(digests) == 2 and all(d["kernel"] == d["learner"] for d in digests)
