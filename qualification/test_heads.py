@@ -54,6 +54,7 @@ def assert_calibrated(directory, model, request) -> laya.Prediction:
     the decision against the documented rule; every number from the artifact's bytes."""
     numbers = task_numbers(directory, request.task)
     prediction = model.predict(request)
+    assert (prediction.task, prediction.adapter_id) == (request.task, None)  # the request's task, standalone
     probabilities = prediction.probabilities
     assert len(probabilities) == len(request.options)
     assert abs(sum(probabilities) - 1.0) < 1e-5
