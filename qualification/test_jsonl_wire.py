@@ -115,3 +115,6 @@ def test_request_optional_state_present_absent_and_null(qualified_model, wire_ad
     bits = [[p.hex() for p in r["prediction"]["probabilities"]] for r in results]
     assert bits[1] == bits[2], "null state served unlike an absent one"
     assert [r["prediction"] for r in results] == [expected[0], expected[1], expected[1]]
+    # docs/serving.md's result line: its five keys, naming the adapter and task the line asked for
+    assert all(sorted(r["prediction"]) == ["adapter_id", "decision", "head_digest", "probabilities", "task"]
+               and (r["prediction"]["adapter_id"], r["prediction"]["task"]) == ("h", request.task) for r in results)
