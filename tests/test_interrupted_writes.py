@@ -44,6 +44,13 @@ LAYA = "from laya.cli import main; main()"
 LAYA_QUAL = "from laya_qual.cli import main; main()"
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """SIGINT at its default disposition in the command, as a terminal starts it: a run
+    launched in the background without job control (`cmd &` in a script, some CI runners)
+    would otherwise pass SIGINT ignored to it, and Python then installs no handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Launched:
     """One command in its own process, its output files, and where it holds."""
 
@@ -56,7 +63,8 @@ class Launched:
         self.out, self.err = root / f"{name}.stdout", root / f"{name}.stderr"
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(argv, cwd=root, env=env, stdout=out, stderr=err,
-                                         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
+                                         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                         preexec_fn=_sigint_as_at_a_terminal)
 
     def wait_for(self, ready) -> None:
         deadline = time.monotonic() + DEADLINE_S

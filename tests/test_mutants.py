@@ -419,17 +419,17 @@ def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     """No mutant starts once the box has closed; every started one finishes; the figure is
     that of the first K drawn, which is the sample --sample K draws with the same seed."""
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
-    run = _scheduling_only(drawn, time_box=0.5)
+    run = _scheduling_only(drawn, time_box=TWO_STARTED)
     checkpoints = []
     run.checkpoint = checkpoints.append
     result = run.run()
-    assert result["complete"] and result["sample"] == 2  # started at 0 s and 0.3 s; the box closed at 0.5 s
+    assert result["complete"] and result["sample"] == 2  # started at 0 s and 0.6 s; the box closed at 1 s
     assert [c["complete"] for c in checkpoints] == [False, False]  # one after each measured mutant
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"  # UTC to the second
     assert re.fullmatch(stamp, result["startedOn"]) and re.fullmatch(stamp, result["finishedOn"])
     assert result["startedOn"] <= result["finishedOn"] and {c["startedOn"] for c in checkpoints} == {
         result["startedOn"]}
-    assert result["timeBox"] == {"minutes": round(0.5 / 60, 2), "requestedSample": 5, "closed": True}
+    assert result["timeBox"] == {"minutes": round(TWO_STARTED / 60, 2), "requestedSample": 5, "closed": True}
     assert [r["key"] for r in result["mutants"]] == [m.key for m in drawn[:2]]
     assert (result["summary"]["killed"], result["summary"]["total"]) == (2, 2)
     run.time_box = None  # without a box every drawn mutant is measured
@@ -442,10 +442,10 @@ def test_a_closed_time_box_is_said_before_the_figure():
     from laya_qual.mutant_run import summary_lines
 
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
-    closed = _scheduling_only(drawn, time_box=0.5).run()
+    closed = _scheduling_only(drawn, time_box=TWO_STARTED).run()
     lines = summary_lines(closed)
     assert lines[:2] == [
-        "the time box of 0.01 minutes closed after 2 of the 5 drawn mutants: the figure is the first 2's",
+        "the time box of 0.02 minutes closed after 2 of the 5 drawn mutants: the figure is the first 2's",
         "killed 2 of 2 sampled mutants (0 equivalent set apart), population 5, sample seed 1: rate 100.0%, "
         "95% lower bound 22.4%"]
     whole = summary_lines(_scheduling_only(drawn).run())
@@ -588,9 +588,15 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     assert failed.endswith("test_tiny.py::test_red") and record["seconds"] > 0
 
 
+# What each scheduled-only mutant takes, and a box that closes after two of them started: the
+# second starts at MUTANT_S, the third at twice that, and a loaded machine may start the first
+# up to TWO_STARTED - MUTANT_S late without changing what the box measures.
+MUTANT_S, TWO_STARTED = 0.6, 1.0
+
+
 def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):
     """A SampleRun whose scheduling alone runs: no copy, no baseline, no pytest; each
-    mutant it runs takes 0.3 s, is killed by the suite, and is logged in ``ran``."""
+    mutant it runs takes MUTANT_S, is killed by the suite, and is logged in ``ran``."""
     from laya_qual.mutant_run import SampleRun
 
     run = SampleRun.__new__(SampleRun)
@@ -602,10 +608,10 @@ def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):
 
     def measured(m, index):
         run.ran.append(index)
-        time.sleep(0.3)
+        time.sleep(MUTANT_S)
         return {"id": m.id, "key": m.key, "part": "runtime", "status": "killed", "killedBy": "suite",
                 "executed": True, "executedByTests": False, "coveringTests": 1,
-                "stages": [{"stage": "covering tests", "outcome": "failed", "seconds": 0.3}], "seconds": 0.3}
+                "stages": [{"stage": "covering tests", "outcome": "failed", "seconds": MUTANT_S}], "seconds": MUTANT_S}
 
     run.run_mutant = measured
     return run
@@ -617,7 +623,7 @@ def test_a_resumed_run_keeps_what_was_measured_and_runs_the_rest_in_draw_order()
     are classified again under today's equivalence reasons (a reason filed since for a
     killed mutant is a wrong one)."""
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
-    first = _scheduling_only(drawn, time_box=0.5).run()
+    first = _scheduling_only(drawn, time_box=TWO_STARTED).run()
     assert first["sample"] == 2 and first["projectTests"] is False
     resumed = _scheduling_only(drawn, earlier=first, equivalents={drawn[0].key: "filed since"})
     result = resumed.run()
@@ -643,7 +649,7 @@ def test_only_a_run_of_the_same_draw_measured_the_same_way_is_resumed(field, val
     from laya_qual.mutation import MutationError
 
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
-    first = _scheduling_only(drawn, time_box=0.1).run()
+    first = _scheduling_only(drawn, time_box=MUTANT_S - 0.1).run()  # one started
     with pytest.raises(MutationError, match=f"the earlier run's {field} is .*, this run's"):
         _scheduling_only(drawn, earlier=first | {field: value}).run()
     with pytest.raises(MutationError, match="measured 1 mutants this draw of 2 does not hold"):
