@@ -40,6 +40,8 @@ def _refused(group, ws) -> FeaturePacketError:
 
 def _assert_only(err: FeaturePacketError, field: str) -> None:
     assert err.field == field, str(err)
+    # the file that holds the refused field: the features themselves, or the packet's binding
+    assert Path(err.file).name == ("features.safetensors" if field == "features" else "binding.json"), err.file
     if field != "features":
         assert f"differing fields: [{field!r}]" in str(err), str(err)
 
