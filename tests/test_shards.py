@@ -364,6 +364,8 @@ def test_a_benchmark_test_runs_on_shard_1_wherever_balancing_would_put_it(pytest
     chosen = {}
     for k in (1, 2):
         out = pytester.path / f"shard-{k}.json"
-        pytester.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-shard", f"{k}/2", "--laya-evidence-out", out)
+        ran = pytester.runpytest_inprocess("-p", "laya_qual", *SEED, "--laya-shard", f"{k}/2", "--laya-evidence-out",
+                                           out)
+        ran.stdout.fnmatch_lines([f"laya_qual evidence: {out} (unsigned partial, for --laya-evidence-in)"])
         chosen[k] = json.loads(out.read_text())["selection"]["shard"]["tests"]
     assert chosen == {1: ["test_project.py::test_z_bench"], 2: ["test_project.py::test_a"]}
