@@ -82,6 +82,8 @@ def test_batched_vs_one_by_one_vs_transformers(benchmark, qualified_heads, quali
     arms, work = batch_arms(dirs, base_dir=qualified_base_dir, device=laya_device)  # refuses a batched bit off
     # every peer is measured unless missing_peers gives the reason it is not
     assert set(arms) == {"one_by_one", "batched", "transformers", "onnxruntime"} - set(missing_peers(laya_device))
+    for peer in {"transformers", "onnxruntime"} & set(arms):  # what is timed encodes every batch, each item
+        assert [len(states) for states in arms[peer]()] == [len(work.token_ids[part]) for part in work.batches()]
     medians = side_by_side(arms, BATCH_ROUNDS, device=laya_device)
     per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
     ratios = {"batched_over_one_by_one": per_second["batched"] / per_second["one_by_one"]}
