@@ -195,6 +195,11 @@ def test_warm_start_clones_its_source(trained, kind):
     request = trained.examples[trained.splits["dev_conf"][0]].request
     expected = source.predict(request)
     initial = warm_start(source)
+    # the readout the artifact's bytes hold (docs/artifact-v1.md: an int8 row is q * scale)
+    saved = load_safetensors(read_artifact_files(directory)["head_weights"].data)
+    dequantized = saved["readout.weight_int8"].to(torch.float32) * saved["readout.weight_scale"][:, None] \
+        if kind == "int8" else saved["readout.weight"]
+    assert torch.equal(initial.weight, dequantized) and torch.equal(initial.bias, saved["readout.bias"])
     source_tensors = list(source._weights.module.state_dict().values())
     for tensor in (initial.weight, initial.bias):
         assert all(tensor.untyped_storage().data_ptr() != t.untyped_storage().data_ptr() for t in source_tensors)
