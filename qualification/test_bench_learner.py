@@ -37,6 +37,9 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
     assert 0 < figures["production_seconds"] < elapsed and 0 < figures["kernel_wall_seconds"] < elapsed, figures
     assert not figures["mismatches"], f"kernel and learner differ: {figures['mismatches']}"
     assert figures["final_tail_equal"], figures["final_tail_sha256"]
+    assert figures["equal"] is True  # every update compared, none differing, the same final tail
+    # each owner's prefix compute per update is a part of the kernel's wall time
+    assert all(0 < s < figures["kernel_wall_seconds"] for s in figures["owner_compute_seconds_median"]), figures
     # Each process's memory after start is its own: ranks 0 and 1 are the owners, rank 2 the
     # kernel's learner rank (docs/evolution.md), as the group recorded them when it started; the
     # feature learner is a process of its own, started by bench.
