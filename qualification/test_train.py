@@ -373,6 +373,10 @@ def test_separable_dev_cal_is_not_fitted_and_says_so(trained, separable_run, cap
         fit = recorded[name]["calibration"]
         assert (f"  NLL          {fit['nll_before']:.4f} -> {fit['nll_after']:.4f}\n"
                 f"  ECE          {fit['ece_before']:.4f} -> {fit['ece_after']:.4f}\n") in text, text
+        cert = recorded[name]["certification"]  # and the threshold line: head.json's threshold and dev_conf size
+        assert (f"  threshold    act when top probability >= {recorded[name]['act_threshold']:g}  (certified on "
+                f"dev_conf, {cert['examples']} examples)\n" if cert["certified"] else
+                "  threshold    NONE certified for target ") in text, text
 
 
 @pytest.mark.laya_claim("train.temperature.separable")
