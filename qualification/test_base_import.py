@@ -211,6 +211,7 @@ def test_config_tokenizer_format_and_provenance_are_the_checkpoint_s(checkpoints
     assert safetensors_metadata(files["encoder_weights"]).keys() == {"laya.provenance"}
     assert provenance["config.json sha256"] == hashlib.sha256(config_bytes).hexdigest()
     assert provenance["model.safetensors sha256"] == hashlib.sha256(weights_bytes).hexdigest()
+    assert safetensors_metadata(files["encoder_weights"])["laya.provenance"] == json.dumps(provenance, sort_keys=True)
 
 
 # --- what it computes ---------------------------------------------------------------------
