@@ -5,12 +5,21 @@ schedule's 8 updates (4 microbatches, each used twice) are in extra_info."""
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 import time
 
 import pytest
+from hypothesis import given
+from safetensors.torch import save as safetensors_bytes
 
-from laya.evolution.bench import bench, handoff_seconds
+from laya.evolution.accounting import flop_model, projection
+from laya.evolution.bench import bench, figures_of, handoff_seconds
+from laya.evolution.check import ArmsResult
+from laya.evolution.layouts import Layout
+from laya.evolution.parent import CONFIGS
+from laya.evolution.workspace import Experiment
+from laya_qual.synth import arms_records
 
 CONFIG, LAYOUT, UPDATES, MICROBATCH, MICROBATCHES = "seed-small", "appended", 8, 2, 4
 PREDECESSOR_SPEEDUP = 4.7  # the predecessor design's GPU figure, the goal it set (recorded as seed_speedup)
@@ -81,3 +90,58 @@ def test_the_handoff_is_the_learner_wait_less_both_owners_compute():
     assert handoff_seconds(kernel) == [0.375, 0.1875]
     with pytest.raises(ValueError):  # a rank that timed another number of updates is no figure
         handoff_seconds([*kernel[:2], {"request_seconds": [1.0]}])
+
+
+def _tail_sha256(records: list[dict]) -> str:
+    params = records[-1]["params"]
+    return hashlib.sha256(safetensors_bytes({k: v.contiguous() for k, v in params.items()})).hexdigest()
+
+
+@pytest.mark.laya_claim("bench.learner.speedup")
+@given(arms_records(updates=UPDATES))
+def test_every_figure_follows_from_the_ranks_records(records):
+    """docs/benchmarks.md's figures, each from the rank and field it names, on records in which
+    every rank's every value differs and the arms may differ: at compared updates, in the final
+    tail, or in how many updates were compared."""
+    exp = Experiment(config=CONFIGS[CONFIG], layout=Layout(LAYOUT), updates=UPDATES, microbatch=MICROBATCH,
+                     microbatches=MICROBATCHES)
+    result = ArmsResult(production=records["production"], kernel=records["kernel"], learner=records["learner"],
+                        certificates={}, rows=records["rows"])
+    machine = {"before": {"load_average": [0.5, 0.25, 0.125], "cpus": 2},
+               "after": {"load_average": [1.5, 0.75, 0.25], "cpus": 2}}
+    figures = figures_of(result, exp, config_name=CONFIG, baseline_rss=[11, 12, 13, 14], machine=machine)
+    (owner0, owner1, rank), learner = records["kernel"], records["learner"]
+    per_process = {"owner0": owner0, "owner1": owner1, "kernel_learner_rank": rank, "feature_learner": learner}
+    tails = [_tail_sha256(rank["records"]), _tail_sha256(learner["records"])]
+    mismatches = [(r["update"], r["differences"][:4]) for r in records["rows"] if r["differences"]]
+    kernel_median = statistics.median(rank["update_seconds"])
+    local_median = statistics.median(learner["update_seconds"])
+    handoff = statistics.median(wait - a - b for wait, a, b in zip(
+        rank["request_seconds"], owner0["compute_seconds"], owner1["compute_seconds"]))
+    owners = [statistics.median(owner0["compute_seconds"]), statistics.median(owner1["compute_seconds"])]
+    expected = {
+        "config": CONFIG, "layout": LAYOUT, "device": "cpu", "updates": UPDATES, "microbatch": MICROBATCH,
+        "microbatches": MICROBATCHES, "compared_updates": len(records["rows"]), "mismatches": mismatches,
+        "final_tail_sha256": tails, "final_tail_equal": tails[0] == tails[1],
+        "equal": len(records["rows"]) == UPDATES and not mismatches and tails[0] == tails[1],
+        "production_seconds": records["production"][2]["seconds"],
+        "production_bytes_sent": sum(p["bytes_sent"] for p in records["production"]),
+        "kernel_update_seconds": rank["update_seconds"], "learner_update_seconds": learner["update_seconds"],
+        "kernel_update_seconds_median": kernel_median, "learner_update_seconds_median": local_median,
+        "speedup": kernel_median / local_median, "learner_packet_load_seconds": learner["load_seconds"],
+        "kernel_bytes_sent_per_update": (owner0["bytes_sent"] + owner1["bytes_sent"] + rank["bytes_sent"]) // UPDATES,
+        "handoff_device": rank["handoff_device"],
+        "peak_rss_bytes": {name: p["peak_rss"] for name, p in per_process.items()},
+        "baseline_rss_bytes": {"owner0": 11, "owner1": 12, "kernel_learner_rank": 13, "feature_learner": 14},
+        "peak_device_bytes": {name: p["peak_device"] for name, p in per_process.items()},
+        "learner_bytes": learner["learner_bytes"], "parent_bytes": learner["parent_bytes"],
+        "packet_storage": projection(exp.config, exp.layout, batches=MICROBATCHES, microbatch=MICROBATCH),
+        "flop_model": flop_model(exp.config, exp.layout), "machine": machine,
+        "kernel_cpu_seconds": [owner0["cpu_seconds"], owner1["cpu_seconds"], rank["cpu_seconds"]],
+        "kernel_wall_seconds": rank["seconds"], "learner_cpu_seconds": learner["cpu_seconds"],
+        "learner_wall_seconds": sum(learner["update_seconds"]), "owner_compute_seconds_median": owners,
+        "handoff_seconds_median": handoff,
+        "limit_with_handoff": flop_model(exp.config, exp.layout)["limit"] + handoff / local_median,
+        "limit_measured": (owners[0] + owners[1] + handoff + local_median) / local_median,
+    }
+    assert figures == expected

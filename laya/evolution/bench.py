@@ -20,7 +20,7 @@ from safetensors.torch import save as st_save
 from laya.binding import sha256
 
 from .accounting import flop_model, projection
-from .check import run_arms
+from .check import ArmsResult, run_arms
 from .group import Group
 from .kernel import LEARNER
 from .layouts import Layout
@@ -66,12 +66,24 @@ def bench(config_name: str, layout: str, *, updates: int, microbatch: int, micro
         result = run_arms(group, prepare(exp, Path(root)), certify=certify, learner_group=local,
                           timeout_s=timeout_s)
         baseline = [i["rss"] for i in group.start_info] + [local.start_info[0]["rss"]]
+    return figures_of(result, exp, config_name=config_name, baseline_rss=baseline,
+                      machine={"before": load_before, "after": machine_load()})
+
+
+def figures_of(result: ArmsResult, exp: Experiment, *, config_name: str, baseline_rss: list[int],
+               machine: dict) -> dict:
+    """Every figure of one side-by-side run, derived from what its ranks recorded alone.
+
+    `baseline_rss` is each process's resident bytes after start (owners, kernel learner
+    rank, feature learner); `machine` the load before and after (machine_load).
+    """
     kernel, learner = result.kernel[LEARNER], result.learner
+    updates = exp.updates
     tails = [_final_tail_digest(kernel["records"]), _final_tail_digest(learner["records"])]
     # the first update of each arm includes one-off allocator warm-up; report medians
     figures = {
-        "config": config_name, "layout": layout, "device": device, "updates": updates,
-        "microbatch": microbatch, "microbatches": microbatches,
+        "config": config_name, "layout": exp.layout.name, "device": exp.device, "updates": updates,
+        "microbatch": exp.microbatch, "microbatches": exp.microbatches,
         "compared_updates": len(result.rows),
         "mismatches": [(r["update"], r["differences"][:4]) for r in result.rows if not r["equal"]],
         "final_tail_sha256": tails, "final_tail_equal": tails[0] == tails[1],
@@ -85,12 +97,12 @@ def bench(config_name: str, layout: str, *, updates: int, microbatch: int, micro
         "handoff_device": kernel["handoff_device"],  # cuda: GPU to GPU over NCCL; cpu: CPU copies over gloo
         "peak_rss_bytes": {"owner0": result.kernel[0]["peak_rss"], "owner1": result.kernel[1]["peak_rss"],
                            "kernel_learner_rank": kernel["peak_rss"], "feature_learner": learner["peak_rss"]},
-        "baseline_rss_bytes": {"owner0": baseline[0], "owner1": baseline[1], "kernel_learner_rank": baseline[2],
-                               "feature_learner": baseline[3]},
+        "baseline_rss_bytes": {"owner0": baseline_rss[0], "owner1": baseline_rss[1],
+                               "kernel_learner_rank": baseline_rss[2], "feature_learner": baseline_rss[3]},
         "peak_device_bytes": {"owner0": result.kernel[0]["peak_device"], "owner1": result.kernel[1]["peak_device"],
                               "kernel_learner_rank": kernel["peak_device"], "feature_learner": learner["peak_device"]},
         "learner_bytes": learner["learner_bytes"], "parent_bytes": learner["parent_bytes"],
-        "packet_storage": projection(exp.config, exp.layout, batches=microbatches, microbatch=microbatch),
+        "packet_storage": projection(exp.config, exp.layout, batches=exp.microbatches, microbatch=exp.microbatch),
         "flop_model": flop_model(exp.config, exp.layout),
     }
     figures["equal"] = (figures["compared_updates"] == updates and not figures["mismatches"]
@@ -100,7 +112,7 @@ def bench(config_name: str, layout: str, *, updates: int, microbatch: int, micro
     owners = [statistics.median(result.kernel[r]["compute_seconds"]) for r in (0, 1)]
     local_update = figures["learner_update_seconds_median"]
     figures |= {
-        "machine": {"before": load_before, "after": machine_load()},
+        "machine": machine,
         # CPU seconds each kernel rank used during the updates, next to the wall time they took:
         # on a quiet machine with a core per rank the pipeline's CPU adds up to about the wall time.
         "kernel_cpu_seconds": [r["cpu_seconds"] for r in result.kernel],
