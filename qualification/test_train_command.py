@@ -47,6 +47,9 @@ def test_train_writes_a_loadable_head_for_the_datasets_tasks(setup, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["head", "head.features.safetensors"]
     assert run.stdout.splitlines()[-1].startswith(f"artifact       {out} ")
     assert all(f"task {name}" in run.stdout.splitlines() for name in tasks)
+    # the progress of both long steps goes to stderr: off a terminal, each bar shows its label once
+    assert [line for line in run.stderr.splitlines() if line.strip()] == [
+        "encoding frozen features", "training readout"], run.stderr
 
 
 @pytest.mark.laya_claim("train.command")

@@ -436,6 +436,34 @@ def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     assert run.run()["sample"] == 5
 
 
+def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_bounds_to_six():
+    """docs/mutation.md: K of N overall and per part, equivalents set apart, timeouts and wrong
+    equivalences counted killed; rates rounded to 4 places, lower bounds (scipy's beta
+    quantile) to 6."""
+    from scipy.stats import beta
+
+    from laya_qual.mutant_run import summarize
+
+    def record(key, status, part, killed_by=None, executed=True):
+        return {"key": key, "status": status, "part": part, "killedBy": killed_by, "executed": executed,
+                "executedByTests": executed}
+
+    records = [record("r1", "killed", "runtime", "suite"), record("r2", "killed", "runtime", "tests/"),
+               record("r3", "survived", "runtime", executed=False), record("h1", "timeout", "harness", "suite"),
+               record("h2", "wrongly-equivalent", "harness", "suite"), record("h3", "survived", "harness"),
+               record("r4", "equivalent", "runtime")]
+
+    def figure(k, n):
+        return {"killed": k, "total": n, "rate": round(k / n, 4),
+                "lowerBound95": round(beta.ppf(0.05, k, n - k + 1), 6)}
+
+    assert summarize(records) == {
+        **figure(4, 6), "equivalent": 1, "parts": {"runtime": figure(2, 3), "harness": figure(2, 3)},
+        "survivors": ["h3", "r3"], "notExecuted": 1, "killedByTestsOnly": ["r2"], "wronglyEquivalent": ["h2"],
+        "timeouts": ["h1"]}
+    assert summarize(records)["rate"] == 0.6667
+
+
 def test_a_closed_time_box_is_said_before_the_figure():
     """The summary a time-boxed run prints names the box and how many of the drawn it measured,
     so a partial figure is never read as the whole sample's."""
