@@ -463,9 +463,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("train.command",
           "`laya train` run as its own module (python -m laya.train_cli) on a two-task dataset exits 0, "
           "writes a head that loads with exactly the dataset's tasks and the feature store at the "
-          "default OUT.features.safetensors, and prints a summary naming each task and ending with "
-          "the artifact line, with the progress of encoding and of training on stderr; an existing "
-          "non-empty --out exits 1 naming it, writing nothing."),
+          "default OUT.features.safetensors, and prints the documented summary, every line restating "
+          "head.json and the manifest (a certified and an uncertified task), with the progress of "
+          "encoding and of training on stderr; an existing non-empty --out exits 1 naming it, writing "
+          "nothing."),
     Claim("train.api",
           "The training library refuses arguments outside their ranges with ValueError: certify's "
           "target_risk or delta outside the open interval (0, 1), fit_temperature without an example, "
