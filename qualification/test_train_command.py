@@ -44,7 +44,8 @@ def test_train_writes_a_loadable_head_for_the_datasets_tasks(setup, tmp_path):
     base_dir, data = setup
     out = tmp_path / "head"
     run = subprocess.run([sys.executable, "-m", "laya.train_cli", "--base", str(base_dir), "--data", str(data),
-                          "--out", str(out), "--epochs", "20", "--target-risk", "0.4"], capture_output=True, text=True, timeout=TIMEOUT_S)
+                          "--out", str(out), "--epochs", "20", "--target-risk", "0.4"],
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
     assert run.returncode == 0, run.stderr
     tasks = {json.loads(line)["task"] for line in data.read_text().splitlines()}
     assert sorted(laya.load_artifact(out).tasks) == sorted(tasks)
