@@ -24,10 +24,11 @@ PRAGMA = "# pragma" ": no cover"  # spelled apart: this file is no measured pack
 BRANCH = "# pragma" ": no branch"
 
 
-def top_level_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_XDIST_", "COVERAGE_PROCESS_", "PYTEST_ADDOPTS"))}
-    return env | extra
+def top_level_env(*, measured: bool = False, **extra: str) -> dict[str, str]:
+    """This environment as a user's shell gives it: no xdist worker or pytest options, and no
+    coverage measurement unless ``measured`` (then a command is measured where this test is)."""
+    dropped = ("PYTEST_XDIST_", "PYTEST_ADDOPTS") + (() if measured else ("COVERAGE_PROCESS_",))
+    return {k: v for k, v in os.environ.items() if not k.startswith(dropped)} | extra
 
 
 def test_a_pragma_needs_a_written_reason():
@@ -400,9 +401,9 @@ def test_report_carries_the_coverage_and_show_prints_it(tmp_path):
 def coverage_command(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """`laya-qual coverage ARGS` as a user runs it, in ``cwd``; measured too where this test is
     (what it starts is not: laya-qual coverage strips COVERAGE_PROCESS_* from its children)."""
-    measured = {k: v for k, v in os.environ.items() if k.startswith("COVERAGE_PROCESS_")}
     return subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "coverage", *args],
-                          capture_output=True, text=True, env=top_level_env(**measured, **env), cwd=cwd, timeout=600)
+                          capture_output=True, text=True, env=top_level_env(measured=True, **env), cwd=cwd,
+                          timeout=600)
 
 
 def test_a_partial_run_end_to_end(tmp_path):
