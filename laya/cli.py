@@ -94,8 +94,10 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     write one JSONL result per input line on stdout, in order.
 
     A line that fails gets an error object on its output line and the run goes on; at
-    the end the count of failed lines goes to stderr and the exit status is 3 if any
-    line failed (unless --allow-errors), 1 if the adapters could not be opened.
+    the end two lines go to stderr, "cache: H hits, M misses, E evictions, N entries, B
+    bytes" (the cache's counters after the run, all 0 without one) and "lines: L, failed:
+    F", and the exit status is 3 if any line failed (unless --allow-errors), 1 if the
+    adapters could not be opened.
 
     Lines are served in chunks of up to --batch-size, one forward each; a chunk never
     waits for a line that has not arrived. Each chunk's result lines are written and

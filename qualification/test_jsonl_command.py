@@ -6,7 +6,8 @@ malformed --adapter) run in process with click's runner, once from another threa
 signals (exit 130 / 143, the finished chunks' lines complete) in a real process: a signal
 while it waits for input, and one while a chunk's lines are being written into a full
 stdout pipe (shrunk to one page, so a small chunk fills it), which must wait until the
-chunk's last line is out. Oracle: exit statuses and stderr lines as documented, the output
+chunk's last line is out. Oracle: exit statuses and stderr lines as documented (the cache line
+from the documented entry size, qualification/cache_oracle.py), the output
 parsed line by line with json.
 """
 
@@ -25,7 +26,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import laya
 from laya.cli import main as laya_cli
+from laya_qual.suite import cache_oracle
 from laya_qual.synth import pinned_path
 
 PIPE_PAGE = 4096
@@ -60,6 +63,31 @@ def test_allow_errors_exits_0_with_the_failed_count(artifact):
     assert (strict.exit_code, allowed.exit_code, served.exit_code) == (3, 0, 0), (strict.output, allowed.output)
     assert allowed.stdout == strict.stdout and len(allowed.stdout.splitlines()) == 3
     assert "lines: 3, failed: 1" in allowed.stderr and "lines: 1, failed: 0" in served.stderr
+
+
+def request_line(adapter: str, task: str, question: str) -> bytes:
+    return json.dumps({"adapter": adapter, "task": task, "question": question, "options": ["yes", "no"]}).encode()
+
+
+@pytest.mark.laya_claim("jsonl.command")
+def test_the_run_ends_with_the_caches_counters_and_the_line_count_on_stderr(artifact):
+    """The command's help: at the end, exactly the cache line and the lines line on stderr. Two
+    questions against a budget that holds either alone, asked q1 q1 q2 q1, one line at a time:
+    a miss, a hit, a miss that evicts q1, a miss that evicts q2 (the counters of docs/decisions.md's
+    LRU, the bytes its documented entry size)."""
+    task = head_json(artifact)["tasks"][0]["name"]
+    base = laya.load_artifact_base(artifact)
+    questions = ["is it here", "was it there before"]
+    sizes = [cache_oracle.documented_bytes(len(base.render(laya.Request(task, q, ("yes", "no"))).token_ids),
+                                           base.hidden_size) for q in questions]
+    lines = [request_line("one", task, questions[i]) for i in (0, 0, 1, 0)]
+    cached = predict(artifact, [f"one={artifact}"], lines, "--cache-bytes", str(max(sizes)), "--batch-size", "1")
+    uncached = predict(artifact, [f"one={artifact}"], lines[:2] + [request_line("one", "nope", "q")], "--allow-errors")
+    assert (cached.exit_code, uncached.exit_code) == (0, 0), (cached.output, uncached.output)
+    assert cached.stderr.splitlines() == [f"cache: 1 hits, 3 misses, 2 evictions, 1 entries, {sizes[0]} bytes",
+                                          "lines: 4, failed: 0"], cached.stderr
+    assert uncached.stderr.splitlines() == ["cache: 0 hits, 0 misses, 0 evictions, 0 entries, 0 bytes",
+                                            "lines: 3, failed: 1"], uncached.stderr
 
 
 @pytest.mark.laya_claim("jsonl.command")
