@@ -147,7 +147,11 @@ def _written_act_threshold(served: float) -> float:
 @click.argument("artifact_dir", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="one JSON object (two-space indents) instead of text")
 def info(artifact_dir: str, as_json: bool) -> None:
-    """Verify an artifact and print its head kind, budgets, tasks and pins."""
+    """Verify an artifact and print its head kind, budgets, tasks and pins.
+
+    As text: a line for the artifact (head kind, digest), one for the budgets, one per task
+    (options, temperature, act and escalate thresholds as served) and one per pinned file
+    (role, sha256, path)."""
     from laya.artifact import read_artifact_files
 
     try:

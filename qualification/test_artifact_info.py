@@ -57,14 +57,14 @@ def test_info_prints_the_artifacts_own_fields(artifact):
     text = CliRunner().invoke(laya_cli, ["info", str(artifact)])
     assert text.exit_code == 0, text.output
     rows = text.stdout.splitlines()
-    assert expected["head"] in rows[0] and expected["digest"] in rows[0]
-    assert f"{expected['budgets']['sequence']} tokens" in rows[1] and f"{expected['budgets']['options']} options" \
-        in rows[1]
-    for task in expected["tasks"]:
-        assert sum(f"task {task['name']}:" in row and f"up to {task['maxOptions']} options" in row
-                   for row in rows) == 1, (task, rows)
-    for pin in expected["files"]:
-        assert sum(pin["role"] in row and pin["sha256"] in row and row.endswith(pin["path"]) for row in rows) == 1
+    tasks = [f"  task {t['name']}: up to {t['maxOptions']} options, T={t['temperature']:g}, "
+             f"act>={t['actThreshold']:g}, escalate if runner-up>={t['escalateThreshold']:g}"
+             for t in expected["tasks"]]
+    assert rows[:2 + len(tasks)] == [
+        f"artifact {artifact}: head {expected['head']}, digest {expected['digest']}",
+        f"  budgets: {expected['budgets']['sequence']} tokens, {expected['budgets']['options']} options", *tasks]
+    assert sorted(rows[2 + len(tasks):]) == sorted(f"  {pin['role']:16s} {pin['sha256']}  {pin['path']}"
+                                                   for pin in expected["files"])
 
 
 @pytest.mark.laya_claim("artifact.info")

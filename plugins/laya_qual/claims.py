@@ -336,7 +336,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "kind, budgets, tasks (name, max "
           "options, temperature, thresholds) and every manifest entry (role, path, sha256) as "
           "head.json and manifest.json hold them, and the head digest of docs/artifact-v1.md; "
-          "the text form shows the same values; a refused artifact exits 1 naming the file, "
+          "the text form shows the same values, a line for the artifact, the budgets, each task and "
+          "each pin, as the command's help describes; a refused artifact exits 1 naming the file, "
           "printing nothing on stdout."),
     # --- bench: benchmark claims (measured, never asserted) --------------------------
     Claim("bench.cache.hit-vs-miss",
