@@ -183,7 +183,8 @@ def base() -> None:
 @click.option("--option-markers", type=click.IntRange(2), default=DEFAULT_OPTION_MARKERS, show_default=True,
               help="how many [unusedN] tokens become option markers")
 def import_command(hf_dir: Path, out_dir: Path, option_markers: int) -> None:
-    """Import the BERT-family checkpoint in HF_DIR as a Laya base in OUT_DIR."""
+    """Import the BERT-family checkpoint in HF_DIR as a Laya base in OUT_DIR; print the base's
+    directory, then each pinned file of its manifest (role, sha256, path)."""
     try:
         out = import_bert_base(hf_dir, out_dir, option_markers=option_markers)
     except LayaError as exc:

@@ -428,6 +428,9 @@ def test_laya_base_import_command_writes_the_same_bytes_and_refuses_with_nothing
     ok = runner.invoke(laya_cli, ["base", "import", str(checkpoints["BertModel"]), str(parent / "one"),
                                   "--option-markers", "3"])
     assert ok.exit_code == 0, ok.output
+    pins = json.loads((parent / "one" / "manifest.json").read_bytes())["files"]  # it says what it wrote
+    assert ok.stdout.splitlines() == [f"wrote base {parent / 'one'}", *(
+        f"  {pin['role']:16} {pin['sha256']}  {pin['path']}" for pin in pins)], ok.stdout
     two = import_bert_base(checkpoints["BertModel"], parent / "two", option_markers=3)
     assert listing(parent / "one") == listing(two), "two imports of one checkpoint differ"
     assert json.loads(artifact_files(two)["special_tokens"]) == documented_special_tokens(checkpoints["BertModel"], 3)

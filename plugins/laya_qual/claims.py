@@ -182,7 +182,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A non-BERT config, a tokenizer (added tokens included) larger than vocab_size, a missing "
           "vocabulary token, too few [unusedN], a tensor outside the encoder, missing, misshapen or "
           "float64, or an existing output is refused with ArtifactError "
-          "naming file and field (or the path), writing nothing; the command writes the same bytes."),
+          "naming file and field (or the path), writing nothing; the command writes the same bytes and "
+          "prints the base's directory and every pin of its manifest (role, sha256, path)."),
     Claim("base.import.standalone",
           "`python -m laya.importer import HF_DIR OUT_DIR` exits 0 and writes byte for byte the base "
           "`laya base import` writes, printing the same lines; a checkpoint holding one encoder tensor "
