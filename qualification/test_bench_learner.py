@@ -49,6 +49,14 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
     assert figures["equal"] is True  # every update compared, none differing, the same final tail
     # each owner's prefix compute per update is a part of the kernel's wall time
     assert all(0 < s < figures["kernel_wall_seconds"] for s in figures["owner_compute_seconds_median"]), figures
+    # every update of each arm took time, and the parts fit in their wholes: the kernel's updates
+    # in its wall time, the learner's packet load and updates in this run
+    kernel_updates, local_updates = figures["kernel_update_seconds"], figures["learner_update_seconds"]
+    assert all(s > 0 for s in kernel_updates + local_updates) and figures["learner_packet_load_seconds"] > 0, figures
+    assert sum(kernel_updates) <= figures["kernel_wall_seconds"], figures
+    assert figures["learner_wall_seconds"] == sum(local_updates), figures
+    assert figures["learner_packet_load_seconds"] + figures["learner_wall_seconds"] < elapsed, figures
+    assert all(s > 0 for s in figures["kernel_cpu_seconds"]) and figures["learner_cpu_seconds"] > 0, figures
     # Each process's memory after start is its own: ranks 0 and 1 are the owners, rank 2 the
     # kernel's learner rank (docs/evolution.md), as the group recorded them when it started; the
     # feature learner is a process of its own, started by bench.

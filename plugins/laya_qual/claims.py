@@ -369,7 +369,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "times (owners' prefix compute + hand-offs + step, over the step) were recorded, with the "
           "machine's load average and each process's CPU seconds next to its wall time, and each "
           "process's memory after start under its own name (owner 0, owner 1 and the kernel's learner "
-          "rank: what their group recorded for ranks 0, 1 and 2 when it started). Every figure follows "
+          "rank: what their group recorded for ranks 0, 1 and 2 when it started); every update of each "
+          "arm took time, and each part (the kernel's updates, the owners' compute, the learner's load "
+          "and updates) fits in its whole. Every figure follows "
           "from the rank's record it names (docs/benchmarks.md), also on drawn records in which every "
           "rank's values differ and the arms differ at an update, in the final tail or in how many "
           "updates were compared."),
