@@ -44,8 +44,8 @@ def head_json(directory: Path) -> dict:
     return json.loads((directory / pinned_path(directory, "head_config")).read_bytes())
 
 
-def line(adapter: str, task: str) -> bytes:
-    return json.dumps({"adapter": adapter, "task": task, "question": "is it here", "options": ["yes", "no"]}).encode()
+def line(adapter: str, task: str, question: str = "is it here") -> bytes:
+    return json.dumps({"adapter": adapter, "task": task, "question": question, "options": ["yes", "no"]}).encode()
 
 
 def predict(artifact: Path, adapters: list[str], lines: list[bytes], *extra: str):
@@ -65,10 +65,6 @@ def test_allow_errors_exits_0_with_the_failed_count(artifact):
     assert "lines: 3, failed: 1" in allowed.stderr and "lines: 1, failed: 0" in served.stderr
 
 
-def request_line(adapter: str, task: str, question: str) -> bytes:
-    return json.dumps({"adapter": adapter, "task": task, "question": question, "options": ["yes", "no"]}).encode()
-
-
 @pytest.mark.laya_claim("jsonl.command")
 def test_the_run_ends_with_the_caches_counters_and_the_line_count_on_stderr(artifact):
     """The command's help: at the end, exactly the cache line and the lines line on stderr. Two
@@ -80,9 +76,9 @@ def test_the_run_ends_with_the_caches_counters_and_the_line_count_on_stderr(arti
     questions = ["is it here", "was it there before"]
     sizes = [cache_oracle.documented_bytes(len(base.render(laya.Request(task, q, ("yes", "no"))).token_ids),
                                            base.hidden_size) for q in questions]
-    lines = [request_line("one", task, questions[i]) for i in (0, 0, 1, 0)]
+    lines = [line("one", task, questions[i]) for i in (0, 0, 1, 0)]
     cached = predict(artifact, [f"one={artifact}"], lines, "--cache-bytes", str(max(sizes)), "--batch-size", "1")
-    uncached = predict(artifact, [f"one={artifact}"], lines[:2] + [request_line("one", "nope", "q")], "--allow-errors")
+    uncached = predict(artifact, [f"one={artifact}"], lines[:2] + [line("one", "nope")], "--allow-errors")
     assert (cached.exit_code, uncached.exit_code) == (0, 0), (cached.output, uncached.output)
     assert cached.stderr.splitlines() == [f"cache: 1 hits, 3 misses, 2 evictions, 1 entries, {sizes[0]} bytes",
                                           "lines: 4, failed: 0"], cached.stderr

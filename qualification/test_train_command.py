@@ -47,12 +47,11 @@ def test_train_writes_a_loadable_head_for_the_datasets_tasks(setup, tmp_path):
                           "--out", str(out), "--epochs", "20", "--target-risk", "0.4"],
                          capture_output=True, text=True, timeout=TIMEOUT_S)
     assert run.returncode == 0, run.stderr
-    tasks = {json.loads(line)["task"] for line in data.read_text().splitlines()}
-    assert sorted(laya.load_artifact(out).tasks) == sorted(tasks)
-    assert (tmp_path / "head.features.safetensors").is_file()  # the documented default store path
-    assert sorted(os.listdir(tmp_path)) == ["head", "head.features.safetensors"]
     lines = [json.loads(line) for line in data.read_text().splitlines()]
     head = laya.load_artifact(out)
+    assert sorted(head.tasks) == sorted({r["task"] for r in lines})
+    assert (tmp_path / "head.features.safetensors").is_file()  # the documented default store path
+    assert sorted(os.listdir(tmp_path)) == ["head", "head.features.safetensors"]
     assert [head.tasks[name].act_threshold < 1 for name in ("answer", "route")] == [True, False]  # both branches
     summary = [WARNING if line.startswith(WARNING) else line for line in run.stdout.splitlines()]
     assert summary == expected_summary(out, train_examples=sum(r["split"] == "train" for r in lines)), run.stdout
