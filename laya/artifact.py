@@ -202,6 +202,8 @@ def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int | 
             mode = os.lstat(current).st_mode
         except FileNotFoundError:
             raise ArtifactError("file is missing", file=rel) from None
+        except OSError as e:  # a name longer than the file system allows, a file where a directory should be
+            raise ArtifactError(f"cannot be read: {e.strerror}", file=rel) from None
         if stat.S_ISLNK(mode):
             raise ArtifactError("symlinks are refused", file=rel)
     if not stat.S_ISREG(mode):

@@ -163,6 +163,23 @@ def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
 
 @pytest.mark.laya_once_per("base")
 @pytest.mark.laya_claim("artifact.paths")
+@pytest.mark.parametrize("unreadable", ["x" * 300 + ".json", "manifest.json/head.json"])
+def test_a_path_the_file_system_cannot_open_is_refused_naming_it(tmp_path, qualified_artifact, unreadable):
+    """A plain relative path that no file can have (a name past the file system's limit, a file
+    where a directory should be) is an ArtifactError naming the path, never an OSError."""
+    directory = clone_artifact(qualified_artifact, tmp_path / "unreadable")
+
+    def point_head_at_it(manifest):
+        next(e for e in manifest["files"] if e["role"] == "head_config")["path"] = unreadable
+
+    _rewrite_manifest(directory, point_head_at_it)
+    with pytest.raises(ArtifactError, match="cannot be read") as refused:
+        laya.load_artifact(directory)
+    assert refused.value.file == unreadable
+
+
+@pytest.mark.laya_once_per("base")
+@pytest.mark.laya_claim("artifact.paths")
 @pytest.mark.parametrize("role", ROLES)
 def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
     """Even a symlink to byte-identical content is refused: the bytes must live inside."""

@@ -39,7 +39,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "DigestMismatch naming that file; so does a manifest `size` one byte off the file's "
           "length while its sha256 is right, the message giving both sizes."),
     Claim("artifact.paths",
-          "A manifest path that escapes the artifact directory, or a pinned file that is a "
+          "A manifest path that escapes the artifact directory, that the file system cannot open "
+          "(a name past its limit, a file where a folder should be), or a pinned file that is a "
           "symlink, is refused with ArtifactError naming the path."),
     Claim("artifact.unlisted",
           "A file in the artifact directory that the manifest does not list is refused."),
