@@ -89,7 +89,9 @@ class VerifiedBase:
                       check: CheckFn | None = None) -> list[torch.Tensor | NumericError]:
         """Each sequence's final states from one packed forward (laya.encoder), each bitwise
         what it gets alone; a sequence whose states are not finite gets its NumericError
-        instead, and the others still get their states."""
+        instead, and the others still get their states. No sequences get no states."""
+        if not sequences:
+            return []
         ids, types, lengths = self._inputs(sequences)
         with torch.inference_mode():
             packed = self._weights.module(ids, types, lengths, check)

@@ -153,12 +153,16 @@ def test_a_pinned_size_other_than_the_files_is_refused(tmp_path, qualified_artif
 def test_escaping_manifest_path_is_refused(tmp_path, qualified_artifact, bad):
     directory = clone_artifact(qualified_artifact, tmp_path / "escape")
 
+    entries = json.loads((directory / MANIFEST).read_text())["files"]
+    index = next(i for i, e in enumerate(entries) if e["role"] == "head_config")
+
     def point_head_at_bad_path(manifest):
-        next(e for e in manifest["files"] if e["role"] == "head_config")["path"] = bad
+        manifest["files"][index]["path"] = bad
 
     _rewrite_manifest(directory, point_head_at_bad_path)
-    with pytest.raises(ArtifactError, match="escapes"):
+    with pytest.raises(ArtifactError, match="escapes") as refused:
         laya.load_artifact(directory)
+    assert (refused.value.file, refused.value.field) == ("manifest.json", f"files[{index}].path"), str(refused.value)
 
 
 @pytest.mark.laya_once_per("base")

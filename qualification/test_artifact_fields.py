@@ -169,6 +169,22 @@ def test_a_manifest_adapter_other_than_null_or_left_out_is_refused(pristine, scr
 
 
 @pytest.mark.laya_claim("artifact.fields")
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_constant_strict_json_lacks_is_refused_where_null_would_load(pristine, scratch, constant):
+    """The manifest's `adapter` loads only as null: NaN, Infinity or -Infinity there is refused
+    as not strict JSON naming manifest.json, never read as some other value such as null."""
+    text = json.dumps(json.loads((pristine / MANIFEST).read_text()))
+    assert text.count('"adapter": null') == 1
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    shutil.copytree(pristine, scratch)
+    rewrite_file(scratch / MANIFEST, text.replace('"adapter": null', f'"adapter": {constant}').encode())
+    with pytest.raises(ArtifactError, match="not valid strict UTF-8 JSON") as refused:
+        laya.load_artifact(scratch)
+    assert refused.value.file == MANIFEST, str(refused.value)
+
+
+@pytest.mark.laya_claim("artifact.fields")
 @pytest.mark.parametrize("other", ["sep", "pad", "state", "option_markers.0", "option_markers.1"])
 def test_special_token_ids_must_be_distinct(pristine, scratch, other):
     """Two special roles given one id (each other field unchanged and valid) are refused

@@ -1,5 +1,6 @@
 """forward.encode.inputs: ``VerifiedBase.encode(token_ids)`` (docs/decisions.md: it takes
-ids alone) takes 1 to max_position_embeddings ids, each an int below vocab_size, and
+ids alone) takes 1 to max_position_embeddings ids, each an int below vocab_size (and so does
+each sequence of ``encode_packed``, which gives no sequences an empty list), and
 ``VerifiedBase.render`` places one marker per option, so it renders as many options as the
 base has markers and no more (docs/artifact-v1.md: the markers bound every head's option
 budget).
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import laya
 from laya.errors import RequestError
@@ -48,6 +50,20 @@ def test_encode_takes_one_to_max_positions_ids_below_vocab_size(pristine, base):
         with pytest.raises(RequestError) as refused:
             base.encode([5, bad])
         assert refused.value.field == "token_ids[1]", (bad, str(refused.value))
+
+
+@pytest.mark.laya_claim("forward.encode.inputs")
+def test_encode_packed_checks_each_sequence_and_gives_nothing_for_nothing(pristine, base):
+    """docs/decisions.md: encode_packed checks every sequence as encode does, and no
+    sequences get an empty list, not an error from inside torch."""
+    vocab = pinned_json(pristine, "encoder_config")["vocab_size"]
+    assert base.encode_packed([]) == []
+    one, two = base.encode_packed([[5], [vocab - 1, 0]])
+    assert one.dtype == two.dtype == torch.float32 and (len(one), len(two)) == (1, 2)
+    for bad in ([], [vocab]):
+        with pytest.raises(RequestError) as refused:
+            base.encode_packed([[5], bad])
+        assert refused.value.field.startswith("token_ids"), str(refused.value)
 
 
 @pytest.mark.laya_claim("forward.encode.inputs")

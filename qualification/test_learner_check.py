@@ -11,21 +11,29 @@ session's group (tiny config, 2 updates).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import io
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
+from hypothesis import given
 
+from laya.binding import state_digest
 from laya.errors import DistributedError
-from laya.evolution.check import run_arms
+from laya.evolution.accounting import flop_model
+from laya.evolution.check import ArmsResult, run_arms
 from laya.evolution.cli import check_experiment, evolve, report_check
 from laya.evolution.compare import compare
 from laya.evolution.kernel import LEARNER
 from laya.evolution.layouts import Layout
 from laya.evolution.workspace import Experiment, prepare
+from laya_qual.synth import arms_records
 
 EXP = Experiment(updates=2, microbatches=2, microbatch=1)
 
@@ -33,31 +41,35 @@ EXP = Experiment(updates=2, microbatches=2, microbatch=1)
 DEADLINE_S = 300.0
 
 
-class Deadlines:
-    """The session's group, noting the deadline run_arms gives each job it runs there."""
+class Jobs:
+    """The session's group, noting each job run_arms runs there: its ranks and its deadline."""
 
     def __init__(self, group):
         self.group, self.given = group, []
 
-    def run(self, fn, *args, timeout_s=None, **kwargs):
-        self.given.append((fn.__name__, timeout_s))
-        return self.group.run(fn, *args, timeout_s=timeout_s, **kwargs)
+    def run(self, fn, *args, ranks=None, timeout_s=None, **kwargs):
+        self.given.append((fn.__name__, ranks, timeout_s))
+        return self.group.run(fn, *args, ranks=ranks, timeout_s=timeout_s, **kwargs)
 
 
 @pytest.fixture(scope="module")
-def deadlines(evolution_group):
-    return Deadlines(evolution_group)
+def jobs(evolution_group):
+    return Jobs(evolution_group)
 
 
 @pytest.fixture(scope="module")
-def checked(deadlines, tmp_path_factory):
-    return run_arms(deadlines, prepare(EXP, tmp_path_factory.mktemp("check")), timeout_s=DEADLINE_S)
+def checked(jobs, tmp_path_factory):
+    return run_arms(jobs, prepare(EXP, tmp_path_factory.mktemp("check")), timeout_s=DEADLINE_S)
 
 
 @pytest.mark.laya_claim("learner.check.report")
-def test_every_job_of_a_check_gets_the_callers_deadline(checked, deadlines):
-    """run_arms(..., timeout_s=T) bounds each of its jobs by T, whatever the group's own default."""
-    assert deadlines.given == [(job, DEADLINE_S) for job in ("produce", "audit", "run_kernel", "learn")]
+def test_every_job_of_a_check_runs_where_documented_under_the_callers_deadline(checked, jobs):
+    """run_arms(..., timeout_s=T) bounds each of its jobs by T, whatever the group's own default, and
+    runs them where docs/evolution.md says: produce on all ranks, audit on rank 0, the kernel on all,
+    the learner on rank 2 alone (None: every rank)."""
+    assert jobs.given == [("produce", None, DEADLINE_S), ("audit", [0], DEADLINE_S),
+                          ("run_kernel", None, DEADLINE_S), ("learn", [LEARNER], DEADLINE_S)]
+    assert LEARNER == 2
 
 
 def one_ulp_up(t: torch.Tensor) -> torch.Tensor:
@@ -141,6 +153,44 @@ def test_equal_arms_are_reported_row_by_row_with_their_digests(checked, tmp_path
     digests = figures["state_digests"]
     assert len(digests) == 2 and all(d["kernel"] == d["learner"] for d in digests)
     assert digests[0]["kernel"] != digests[1]["kernel"]  # each update changes the tail and Adam state
+
+
+def _digest(record: dict) -> str:
+    """docs/evolution.md's state digest of one update: its parameters and Adam slots, by name."""
+    state = {f"param/{name}": t for name, t in record["params"].items()}
+    state |= {f"adam/{name}/{slot}": t for name, slots in record["adam"].items() for slot, t in slots.items()}
+    return state_digest(state)
+
+
+@pytest.mark.laya_claim("learner.check.report")
+@given(arms_records(updates=EXP.updates))
+def test_every_figure_of_the_json_follows_from_the_ranks_records(records):
+    """docs/evolution.md's table of the check's figures, each from the rank and field it names, on
+    records in which every rank's every value differs (so a figure from the wrong one shows)."""
+    result = ArmsResult(production=records["production"], kernel=records["kernel"], learner=records["learner"],
+                        certificates={}, rows=records["rows"])
+    rank, learner = records["kernel"][2], records["learner"]
+    kernel_mean = sum(rank["update_seconds"]) / len(rank["update_seconds"])
+    local_mean = sum(learner["update_seconds"]) / len(learner["update_seconds"])
+    expected = {
+        "config": "tiny", "layout": EXP.layout.name, "updates": EXP.updates,
+        "equal": all(r["equal"] for r in records["rows"]), "rows": records["rows"],
+        "production_seconds": records["production"][2]["seconds"],
+        "production_bytes_sent": sum(p["bytes_sent"] for p in records["production"]),
+        "kernel_update_seconds": kernel_mean, "learner_update_seconds": local_mean, "speedup": kernel_mean / local_mean,
+        "kernel_bytes_sent": sum(p["bytes_sent"] for p in records["kernel"]),
+        "handoff_device": rank["handoff_device"],
+        "learner_bytes": learner["learner_bytes"], "parent_bytes": learner["parent_bytes"],
+        "flop_model": flop_model(EXP.config, EXP.layout),
+        "state_digests": [{"kernel": _digest(k), "learner": _digest(l)}
+                          for k, l in zip(rank["records"], learner["records"], strict=True)],
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                contextlib.suppress(SystemExit):  # exit 1 where a row differs
+            report_check(result, EXP, "tiny", Path(tmp) / "check.json")
+        written = json.loads((Path(tmp) / "check.json").read_text())
+    assert written == json.loads(json.dumps(expected))
 
 
 @pytest.mark.laya_claim("learner.check.report")

@@ -165,6 +165,8 @@ def test_the_rank_whose_wait_fails_is_named_not_the_peer_it_left_waiting(pair, j
     phase = f"{job.__module__}.{job.__qualname__} on ranks [0, 1]"
     assert str(err).startswith(f"{phase}: rank 1 lost its peers (while waiting to receive from rank 0): "), str(err)
     assert str(err).endswith("; all processes of the group were stopped") and err.ranks == (1,)
+    note = err.__cause__.__notes__[-1]  # the failed wait's own traceback, from rank 1
+    assert note.startswith("traceback in rank 1:\n") and f", in {job.__name__}\n" in note, note
     if job is recv_while_the_peer_waits:
         assert seconds > 0.5 + COMM_GRACE_S
 

@@ -85,6 +85,7 @@ def test_keygen(tmp_path):
     finally:
         os.umask(umask)
     assert result.exit_code == 0
+    assert result.stdout == f"private key: {tmp_path / 'k'} (keep it secret)\npublic key:  {tmp_path / 'k.pub'}\n"
     assert stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "k.pub").stat().st_mode) == 0o644  # a public file, as umask 022 allows
     assert (tmp_path / "k.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
@@ -115,7 +116,9 @@ def test_keygen_encrypts_only_with_the_password_from_the_environment(tmp_path, m
     assert refused.exit_code == 2 and f"--encrypt needs the password in ${PASSWORD_ENV}" in refused.output
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv(PASSWORD_ENV, "s3cret")
-    assert cli("keygen", tmp_path / "k", "--encrypt").exit_code == 0
+    encrypted = cli("keygen", tmp_path / "k", "--encrypt")
+    assert encrypted.exit_code == 0
+    assert encrypted.stdout.startswith(f"private key: {tmp_path / 'k'} (keep it secret; encrypted)\n")
     pem = (tmp_path / "k").read_bytes()
     with pytest.raises(TypeError):  # encrypted: no key without the password
         load_pem_private_key(pem, password=None)
@@ -204,8 +207,9 @@ def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     dev = tmp_path / "cache" / "laya-qual" / "dev-key"
     result = cli("run", "--workers", "0", "--", "-k", "no_test_is_called_this", "-q")
-    assert f"created development key {dev}" in result.output
-    assert "SIGNING WITH THE DEVELOPMENT KEY" in result.output
+    # the development-key notices go to stderr (progress), stdout holds the summary only
+    assert f"created development key {dev}" in result.stderr and "created development key" not in result.stdout
+    assert "SIGNING WITH THE DEVELOPMENT KEY" in result.stderr
     [bundle] = (tmp_path / "reports").glob("qualification-*.intoto.jsonl")
     assert f"bundle: reports/{bundle.name}" in result.output
     assert f"signature verified with {dev}.pub" in result.output
@@ -244,6 +248,18 @@ def test_committed_release_reports_verify_with_their_keys():
         summary = bundle.with_name(bundle.name.removesuffix(".intoto.jsonl") + ".md")
         shown = cli("show", bundle, "--public-key", public, "--markdown")
         assert shown.exit_code == 0 and shown.output == summary.read_text(), f"{summary.name} is not `show --markdown`"
+
+
+def test_the_catalogue_keeps_the_order_of_the_released_claims():
+    """A report lists its claims in catalogue order (docs/report-format.md, F-report.claims) and
+    `laya-qual claims` lists them so: every committed release report lists the claims it shares
+    with the catalogue in the catalogue's order (a reordered catalogue would make `laya-qual compare`
+    against those releases say the claim catalogue differs with no claim added or changed)."""
+    assert [c["id"] for c in json.loads(cli("claims", "--json").output)] == list(CLAIMS)
+    for bundle in sorted(RELEASES.glob("*.intoto.jsonl")):
+        [released] = [[c["id"] for c in s["predicate"]["claims"]] for s, _ in read_statements(bundle)
+                      if "claims" in s["predicate"]]
+        assert [cid for cid in released if cid in CLAIMS] == [cid for cid in CLAIMS if cid in released], bundle.name
 
 
 @pytest.mark.parametrize("seconds, shown", [(2.5, "2.5 s"), (1.0, "1 s"), (0.0125, "12.5 ms"), (3e-6, "3 µs"),

@@ -466,3 +466,78 @@ def test_a_scoped_coverage_run_from_the_command_line_keeps_its_data_and_leaves_n
     assert 0 < laya["statements"]["covered"] < laya["statements"]["total"]
     assert laya["statements"]["covered"] > laya["inProcessOnly"]["statements"]["covered"]  # laya --help's process
     assert list(scratch.glob("laya-coverage-*")) == [], "the measured copy was left behind"
+
+
+def _run_suite_leaving(pieces: dict[str | None, tuple[str, int]]):
+    """A stand-in for the suite's run under coverage: green, leaving one data file per
+    ``{suffix: (context, line of laya/__init__.py)}`` beside the data file the rc file names
+    (suffix None: the un-suffixed file pytest-cov combines into at the end of its session)."""
+    from coverage import CoverageData
+
+    from laya_qual.mutation import RunResult
+
+    def run_suite(root: Path, **kwargs) -> RunResult:
+        [rc] = [Path(a.partition("=")[2]) for a in kwargs["extra"] if a.startswith("--cov-config=")]
+        data_file = re.search(r"^data_file = (.*)$", rc.read_text(), re.M)[1]
+        for suffix, (context, line) in pieces.items():
+            data = CoverageData(basename=data_file, suffix=suffix)
+            data.set_context(context)
+            data.add_arcs({str(root / "laya" / "__init__.py"): {(-1, line), (line, -1)}})
+            data.write()
+        return RunResult("passed", None, 1.0, 0, "")
+    return run_suite
+
+
+def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monkeypatch):
+    """What a subprocess wrote after pytest-cov's own combining (a data file beside the
+    combined one) counts too: its line, and its test as one that started a subprocess; a
+    green run that left no data file at all gives no figure and says so."""
+    import ast
+
+    import laya
+
+    first, second = [node.lineno for node in ast.parse(Path(laya.__file__).read_text()).body][2:4]
+    monkeypatch.setattr(coverage_run, "run_suite", _run_suite_leaving(
+        {None: ("t.py::test_a", first), "late.1": ("t.py::test_b|subprocess", second)}))
+    result = coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "c.json")
+    missing = result["files"]["laya/__init__.py"]["missingLines"]
+    assert first not in missing and second not in missing, missing
+    assert result["contexts"] == {"tests": 2, "testsWithSubprocesses": 1}
+    assert json.loads((tmp_path / "c.json").read_text()) == result
+    monkeypatch.setattr(coverage_run, "run_suite", _run_suite_leaving({}))
+    with pytest.raises(coverage_run.CoverageError, match="^the run left no coverage data in "):
+        coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "none.json")
+    assert not (tmp_path / "none.json").exists()
+
+
+def test_a_suite_red_under_coverage_gives_the_end_of_its_output(tmp_path, monkeypatch):
+    """No figure, and the error ends with the last 2000 characters of the run's output (measure's docstring)."""
+    from laya_qual.mutation import RunResult
+
+    output = "\n" + "".join(f"{i % 10}" for i in range(5000)) + "\n"
+    red = RunResult("failed", "t.py::test_x", 1.0, 1, output)
+    monkeypatch.setattr(coverage_run, "run_suite", lambda root, **kwargs: red)
+    with pytest.raises(coverage_run.CoverageError) as refused:
+        coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "c.json")
+    head, _, tail = str(refused.value).partition("\n")
+    assert head == "the suite is not green under coverage (failed: t.py::test_x); no figure"
+    assert tail == output.strip()[-2000:]
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_the_coverage_command_makes_the_folders_of_its_output(tmp_path, monkeypatch):
+    """`laya-qual coverage --output` into folders that do not exist yet: they are made."""
+    from click.testing import CliRunner
+
+    from laya_qual.cli import main
+
+    def measure(*, output: Path, **kwargs) -> dict:
+        output.write_text("{}\n")
+        return {"packages": {}, "files": {}, "exclusions": [], "contexts": {"tests": 0, "testsWithSubprocesses": 0},
+                "suiteSeconds": 1.0, "wallSeconds": 2.0, "dataDigest": "0" * 64}
+
+    monkeypatch.setattr(coverage_run, "measure", measure)
+    out = tmp_path / "a" / "b" / "c.json"
+    result = CliRunner().invoke(main, ["coverage", "-n", "0", "--hypothesis-seed", "0", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == "{}\n" and f"results: {out}" in result.output

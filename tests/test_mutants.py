@@ -490,7 +490,7 @@ def test_a_time_box_drops_what_follows_a_gap_in_the_draw():
     result = run.run()
     assert sorted(run.ran) == [0, 2, 3, 4]
     assert result["sample"] == 1 and [r["key"] for r in result["mutants"]] == [drawn[0].key]
-    assert result["timeBox"]["closed"] is True
+    assert result["timeBox"] == {"minutes": 1.0, "requestedSample": 5, "closed": True}  # the box of --time-box 1
 
 
 def test_a_time_box_that_closes_before_any_mutant_starts_is_an_error_naming_it():
@@ -595,6 +595,11 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     assert out["testsDir"]["tests"] == 4 and run.tests.left_out == out["testsDir"]["leftOut"]
     assert [line for line in said if "red under coverage" in line] == [
         "baseline: 1 of tests/ red under coverage; without it: passed"], said  # the user is told why
+    # each baseline's seconds recorded are its own run's, as its progress line said them
+    green = dict(re.fullmatch(r"baseline: (suite|tests/) green in (\d+)s; .*", line).groups()
+                 for line in said if " green in " in line)
+    assert abs(out["seconds"] - int(green["suite"])) <= 0.6 and out["seconds"] > 0, (out, said)
+    assert abs(out["testsDir"]["seconds"] - int(green["tests/"])) <= 0.6 and out["testsDir"]["seconds"] > 0
     mapped = {t for by_line in run.tests.lines.values() for covering in by_line.values() for t in covering}
     assert "tests/test_tiny.py::test_green" in mapped and not mapped & set(out["testsDir"]["leftOut"])
     record, unseen_record = records

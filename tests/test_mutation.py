@@ -162,6 +162,11 @@ def test_a_sampled_run_folds_in_with_its_equivalents_and_a_wrong_reason_is_refus
                       "parts": json.loads(_sample_results(tmp_path).read_text())["summary"]["parts"],
                       "notExecuted": 1, "survivorsConfirmedOnWholeSuite": False,
                       "equivalents": {"laya/c.py:h:constant:'0'->'1'#0": "only a log line's width"}}
+    older = json.loads(_sample_results(tmp_path).read_text())["summary"]
+    del older["parts"], older["notExecuted"]  # a results file from before these were recorded counted none
+    _, folded = kill_rate(_sample_results(tmp_path, summary=older), runtime=digests["runtime"],
+                          harness=digests["harness"])
+    assert (folded["parts"], folded["notExecuted"]) == ({}, 0)
     wrong = _sample_results(tmp_path, summary={**json.loads(_sample_results(tmp_path).read_text())["summary"],
                                                "wronglyEquivalent": ["laya/a.py:x"]})
     with pytest.raises(pytest.UsageError, match="the suite kills mutants filed as equivalent .laya/a.py:x."):

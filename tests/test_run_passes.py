@@ -91,6 +91,12 @@ def test_report_path_from_the_ini_file(project):
     assert laya_predicate(project.path / "from-ini.intoto.jsonl")["claims"]
 
 
+def test_an_unsigned_report_records_a_null_keyid_and_no_development_key(project):
+    """docs/report-format.md (F-report.signing): `keyid` null when unsigned, `developmentKey` a boolean."""
+    project.runpytest_inprocess("-p", "laya_qual", "-k", "not_selected", "--laya-report", "u.intoto.jsonl")
+    assert laya_predicate(project.path / "u.intoto.jsonl")["signing"] == {"keyid": None, "developmentKey": False}
+
+
 def test_a_suite_test_in_both_passes_is_merged_to_its_worse_outcome(project, tmp_path_factory):
     """A shipped suite test's node id (a path to the installed suite) is not its report id
     (laya_qual/suite/...): the two passes' records must still meet as one test, the worse
@@ -134,6 +140,24 @@ def test_failing():
     assert yellow in line and bold in line and red not in line, repr(line)
     [line] = [s for s in failed.outlines if "result FAILED" in s]
     assert red in line and bold in line and yellow not in line, repr(line)
+
+
+def test_a_passed_result_line_is_green_and_bold(project):
+    """Every catalogued claim evidenced by a passing test: the report PASSED, its line green and bold."""
+    from laya_qual.claims import CLAIMS
+
+    project.makepyfile(test_all=f"""
+import pytest
+
+@pytest.mark.laya_claim(*{sorted(CLAIMS)!r})
+def test_everything():
+    pass
+""")
+    passed = project.runpytest_inprocess("-p", "laya_qual", "--color=yes", "-k", "everything",
+                                         "--laya-report", "p.intoto.jsonl")
+    green, yellow, red, bold = "\x1b[32m", "\x1b[33m", "\x1b[31m", "\x1b[1m"
+    [line] = [s for s in passed.outlines if "result PASSED" in s]
+    assert green in line and bold in line and yellow not in line and red not in line, repr(line)
 
 
 @pytest.mark.parametrize("args, loaded", [

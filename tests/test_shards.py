@@ -327,6 +327,21 @@ def test_a_report_before_the_collection_is_known_is_not_counted(pytestconfig, mo
     assert counter.done == {"suite": 1} and printed[0].startswith("laya_qual progress: 1/1 tests")
 
 
+def test_every_workers_collection_is_counted_once(pytestconfig, monkeypatch):
+    """Each xdist worker reports the same collection: only the first one seen sets the totals."""
+    from laya_qual import progress
+
+    monkeypatch.setattr(progress, "EVERY_SECONDS", 0.0)
+    printed = []
+    counter = progress.Progress(pytestconfig)
+    monkeypatch.setattr(counter, "_print", printed.append)
+    for _worker in range(2):
+        counter.expect(["t.py::test_x", "t.py::test_y"])
+    counter.advance("t.py::test_x", pytest.TestReport("t.py::test_x", ("t.py", 0, "test_x"), {}, "passed", None,
+                                                      "teardown"))
+    assert printed[0].startswith("laya_qual progress: 1/2 tests"), printed
+
+
 def test_run_shard_exits_0_once_its_evidence_is_complete(tmp_path, monkeypatch):
     """`laya-qual run --shard 2/2` (not the benchmark shard) through the command line: exit 0 with
     its evidence written, though its selection ran no test; docs/laya-qual-cli.md's exit status."""

@@ -161,7 +161,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "VerifiedBase.encode takes 1 to max_position_embeddings token ids, each an int in "
           "[0, vocab_size) (both ends of both ranges encode to [length, hidden] states); an empty "
           "or longer sequence is refused with RequestError naming token_ids, and an id out of range, "
-          "a bool, a float or a string with RequestError naming token_ids[i]; VerifiedBase.render "
+          "a bool, a float or a string with RequestError naming token_ids[i]; encode_packed checks each of "
+          "its sequences the same way and gives no sequences an empty list; VerifiedBase.render "
           "renders as many options as the base has markers and refuses one more with RequestError "
           "naming options."),
     Claim("forward.transformers.bert",
@@ -395,6 +396,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "standalone and shared; they equal, bitwise, the probabilities its calibration and "
           "certification judged from the feature store, and the runtime acts on exactly the "
           "certified dev_conf set."),
+    Claim("train.export.int8",
+          "An int8 export's tensors are, bitwise, the documented per-row symmetric quantization of the "
+          "float32 readout (scale = max|w| / 127 in float32, q = w / scale rounded half to even and clamped "
+          "to ±127, a row of zeros scale 1 and q 0; the bias unchanged), checked against a NumPy reference on "
+          "drawn readouts with zero rows and on explicit ties at .5."),
     Claim("train.export.limit",
           "A trained head whose head.json would exceed the 1 MiB limit of a JSON file in an "
           "artifact is refused with ArtifactError naming head.json and the limit before anything "

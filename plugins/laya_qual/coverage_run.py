@@ -344,7 +344,9 @@ def _now() -> str:
 
 def measure(*, hypothesis_seed: int, workers: int, output: Path, scope: Sequence[str] = (),
             timeout: float = WHOLE_RUN_TIMEOUT_S, progress: Callable[[str], None] = lambda m: None) -> dict:
-    """Run the suite under coverage, combine, write the results and the data; return the results."""
+    """Run the suite under coverage, combine, write the results and the data; return the results.
+    A suite that is not green gives no figure: CoverageError with its outcome, its first
+    failure and the last 2000 characters of its output."""
     import coverage
 
     started, t0 = _now(), time.monotonic()
