@@ -203,8 +203,9 @@ def test_symlinked_pinned_file_is_refused(tmp_path, qualified_artifact, role):
 def test_symlinked_artifact_directory_is_refused(tmp_path, qualified_artifact):
     link = tmp_path / "link"
     link.symlink_to(qualified_artifact, target_is_directory=True)
-    with pytest.raises(ArtifactError, match="symlink"):
+    with pytest.raises(ArtifactError, match="symlink") as refused:
         laya.load_artifact(link)
+    assert refused.value.file == str(link), str(refused.value)
 
 
 @pytest.mark.laya_once_per("base")
@@ -214,8 +215,9 @@ def test_unlisted_file_is_refused(tmp_path, qualified_artifact, name):
     directory = clone_artifact(qualified_artifact, tmp_path / "extra")
     (directory / name).parent.mkdir(parents=True, exist_ok=True)
     (directory / name).write_bytes(b"not in the manifest")
-    with pytest.raises(ArtifactError, match="not listed"):
+    with pytest.raises(ArtifactError, match="not listed") as refused:
         laya.load_artifact(directory)
+    assert refused.value.file == name, str(refused.value)  # the unlisted file, relative to the artifact
 
 
 # --- parse what you hashed ---------------------------------------------------------------

@@ -142,7 +142,8 @@ def test_head_attention_heads_must_divide_hidden(tmp_path_factory, artifact_fact
     config["head_attention_heads"] = heads
     bad = edited(directory, tmp_path_factory.mktemp("heads") / "a", "head_config", json.dumps(config).encode())
     refused = load_outcome(bad)
-    named = refused is not None and refused.field == "head_attention_heads"
+    named = refused is not None and (refused.file, refused.field) == (pinned_path(directory, "head_config"),
+                                                                    "head_attention_heads")
     assert named == (32 % heads != 0), (heads, refused)
 
 

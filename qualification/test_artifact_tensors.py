@@ -1,6 +1,6 @@
 """artifact.tensors: docs/artifact-v1.md loading rule 4 ("tensor files must hold exactly the
-expected tensor names, dtypes and shapes"): an extra tensor or one of another dtype, in the
-encoder's or the head's weights file, re-saved with safetensors and re-pinned, is refused
+expected tensor names, dtypes and shapes"): an extra tensor or one of another dtype or shape,
+in the encoder's or the head's weights file, re-saved with safetensors and re-pinned, is refused
 with ArtifactError naming the file and the tensor; the file re-saved unchanged loads.
 """
 
@@ -25,17 +25,26 @@ def add_tensor(tensors):
     tensors["extra.weight"] = torch.zeros(2)
 
 
+def first_float32(tensors) -> str:
+    return sorted(n for n, t in tensors.items() if t.dtype == torch.float32)[0]
+
+
 def widen_first(tensors):
-    name = sorted(n for n, t in tensors.items() if t.dtype == torch.float32)[0]
+    name = first_float32(tensors)
     tensors[name] = tensors[name].double()
+
+
+def lengthen_first(tensors):
+    """One more row (its first, repeated): the dtype right, the shape not the config's."""
+    name = first_float32(tensors)
+    tensors[name] = torch.cat([tensors[name], tensors[name][:1]])
 
 
 @pytest.mark.laya_claim("artifact.tensors")
 @pytest.mark.parametrize("role", ["encoder_weights", "head_weights"])
-@pytest.mark.parametrize("edit, tensor", [(add_tensor, lambda t: "extra.weight"),
-                                          (widen_first, lambda t: sorted(n for n, v in t.items()
-                                                                         if v.dtype == torch.float32)[0])],
-                         ids=["extra-tensor", "float64"])
+@pytest.mark.parametrize("edit, tensor", [(add_tensor, lambda t: "extra.weight"), (widen_first, first_float32),
+                                          (lengthen_first, first_float32)],
+                         ids=["extra-tensor", "float64", "another-shape"])
 def test_a_weights_file_with_another_tensor_is_refused_naming_it(pristine, tmp_path, role, edit, tensor):
     from safetensors.torch import load as load_safetensors
 

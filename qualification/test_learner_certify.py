@@ -53,11 +53,12 @@ def test_audit_catches_features_from_another_parent(evolution_group, evolution_w
     assert len(evolution_group.run(learn, forged, snapshots=False, ranks=[LEARNER])[0]["records"]) == 8
     with pytest.raises(FeaturePacketError) as info:
         evolution_group.run(audit, forged, indices, ranks=[0])
-    assert info.value.field == "features", str(info.value)
+    assert (info.value.field, info.value.file) == ("features", str(forged.packet(indices[0]))), str(info.value)
     assert not any(other.packet_dir.glob("mb-*/certificate.json"))
     with pytest.raises(FeaturePacketError) as info:
         evolution_group.run(learn, forged, require_certificate=True, snapshots=False, ranks=[LEARNER])
-    assert info.value.field == "certificate", str(info.value)
+    first = forged.packet(forged.exp.schedule()[0]) / "certificate.json"
+    assert (info.value.field, info.value.file) == ("certificate", str(first)), str(info.value)
 
 
 @pytest.mark.laya_claim("learner.certify.binding")
@@ -68,6 +69,7 @@ def test_learner_requires_matching_certificate(evolution_group, evolution_worksp
     with pytest.raises(FeaturePacketError) as info:
         evolution_group.run(learn, ws, require_certificate=True, snapshots=False, ranks=[LEARNER])
     assert info.value.field == "certificate" and "not certified" in str(info.value)
+    assert info.value.file == str(ws.packet(ws.exp.schedule()[0]) / "certificate.json"), str(info.value)
 
     certificates = evolution_group.run(audit, ws, sorted(set(ws.exp.schedule())), ranks=[0])[0]
     result = evolution_group.run(learn, ws, require_certificate=True, snapshots=False, ranks=[LEARNER])[0]
@@ -77,6 +79,7 @@ def test_learner_requires_matching_certificate(evolution_group, evolution_worksp
     with pytest.raises(FeaturePacketError) as info:
         evolution_group.run(learn, ws, require_certificate=True, snapshots=False, ranks=[LEARNER])
     assert info.value.field == "certificate" and "does not match" in str(info.value)
+    assert info.value.file == str(ws.packet(1) / "certificate.json"), str(info.value)
 
     own = read_manifest(ws.packet(0))["binding"]
     rebound = dict(own, labels="0" * 64)  # another packet on the same features, parent and input

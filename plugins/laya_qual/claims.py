@@ -43,7 +43,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "(a name past its limit, a file where a folder should be), or a pinned file that is a "
           "symlink, is refused with ArtifactError naming the path."),
     Claim("artifact.unlisted",
-          "A file in the artifact directory that the manifest does not list is refused."),
+          "A file in the artifact directory that the manifest does not list is refused with "
+          "ArtifactError naming it (its path inside the artifact)."),
     Claim("artifact.atomic-write",
           "write_artifact_files produces exactly the given files, byte for byte, plus a manifest "
           "pinning each (into a new name or an existing empty directory), or nothing: an OS error "
@@ -73,8 +74,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "base_dir a head on it is loaded with."),
     Claim("artifact.tensors",
           "A weights file (encoder or head) holding a tensor the config does not imply, or an "
-          "expected tensor in another dtype (float64 for float32), re-pinned, is refused at load "
-          "with ArtifactError naming the file and that tensor; so is one missing an expected tensor "
+          "expected tensor in another dtype (float64 for float32) or shape (one row more), re-pinned, "
+          "is refused at load with ArtifactError naming the file and that tensor; so is one missing an expected tensor "
           "(naming the first missing in sorted order, and how many more); the file re-saved unchanged loads."),
     Claim("artifact.vocabulary",
           "encoder_config's vocab_size must be at least the tokenizer's size, added tokens included "
