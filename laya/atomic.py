@@ -102,7 +102,7 @@ def _create(final: Path, make) -> Path:
         try:
             make(temp)
             return temp
-        except FileExistsError:  # pragma: no cover — defensive: a leftover temporary with the same 32 random bits
+        except FileExistsError:  # a leftover temporary with the same 32 random bits: never written, draw again
             continue
 
 

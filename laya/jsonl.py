@@ -104,9 +104,9 @@ def read_chunks(source: IO[bytes], size: int) -> Iterator[list[bytes]]:
 
 
 class LineReader:
-    """The lines of a binary stream, and whether the next one (or the end) can be read
-    without waiting: a stream with a file descriptor (a pipe, a terminal) is polled for
-    that; one without (bytes in memory) never makes a reader wait."""
+    """The lines of a binary stream, each without its newline, and whether the next one (or
+    the end) can be read without waiting: a stream with a file descriptor (a pipe, a
+    terminal) is polled for that; one without (bytes in memory) never makes a reader wait."""
 
     def __init__(self, source: IO[bytes]):
         self._read = getattr(source, "read1", source.read)
@@ -125,7 +125,7 @@ class LineReader:
             if end < 0:
                 self._fill()
                 continue
-            line = bytes(self._buffer[:end + 1])
+            line = bytes(self._buffer[:end])
             del self._buffer[:end + 1]
             self._scanned = 0
             yield line

@@ -8,8 +8,9 @@ Oracle: the parent directory's bytes, read with os.walk before and after, and th
 class and ``file``. The failures are real: an existing name of each kind; a write cut short
 by the process's file-size limit (RLIMIT_FSIZE: the kernel's EFBIG, as on a full disk); a
 name taken by a second thread while the writer holds right before publishing (the
-``LAYA_TEST_HOLD_PUBLISH`` seam). A filesystem without hard links, whose ``link`` fails
-with EPERM, is simulated by making ``os.link`` fail so.
+``LAYA_TEST_HOLD_PUBLISH`` seam); a temporary name already taken by a leftover file (the
+random draw made to give that name first). A filesystem without hard links, whose ``link``
+fails with EPERM, is simulated by making ``os.link`` fail so.
 """
 
 from __future__ import annotations
@@ -138,3 +139,20 @@ def test_a_failing_link_raises_its_error_and_leaves_nothing(tmp_path, monkeypatc
         write_files(entries(tmp_path, 3, 5))
     assert failed.value.errno == errno.EIO and not isinstance(failed.value, OutputExists)
     assert tree(tmp_path) == {}
+
+
+@pytest.mark.laya_claim("artifact.atomic-file")
+def test_a_temporary_name_already_taken_is_never_written_and_another_is_drawn(tmp_path, monkeypatch):
+    """The temporary sibling is created exclusively: when its random name is already taken (a
+    leftover of a killed writer), that file is left as it was and a fresh name is drawn."""
+    import laya.atomic
+
+    final = tmp_path / "store.bin"
+    leftover = tmp_path / ".store.bin.tmp-00000000"
+    theirs = b"a killed writer's bytes, longer than the new data"
+    leftover.write_bytes(theirs)
+    names = iter([leftover, tmp_path / ".store.bin.tmp-00000001"])
+    monkeypatch.setattr(laya.atomic, "temporary_sibling", lambda _final: next(names))
+    write_file(final, b"new data")
+    assert tree(tmp_path) == {"store.bin": b"new data", leftover.name: theirs}
+

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from hypothesis import example, given
@@ -101,6 +102,21 @@ def test_request_unknown_field_is_refused_by_name(qualified_model, wire_adapters
     good = body(request)
     line = json.dumps({**good, **dict.fromkeys(keys, "x")}).encode()
     assert_alone_refused(wire_adapters, good, line, min(keys))
+
+
+@pytest.mark.laya_once_per("base")
+@pytest.mark.laya_claim("jsonl.wire")
+@pytest.mark.parametrize("ending", [b"\n", b""], ids=["newline", "end-of-input"])
+@pytest.mark.parametrize("cut", ['{"adapter": "h", "task":', '{"adapter": "h"', '{"adapter": "h", "task": "t",  '])
+def test_a_line_that_is_not_json_names_the_column_in_that_line(wire_adapters, ending, cut):
+    """docs/serving.md: the column of a JSON error is counted in its line, whose newline is not
+    part of it; every cut here ends where the parser gives up (trailing blanks included), so the
+    column is one past the cut."""
+    good = b'{"adapter": "h", "task": "t", "question": "q", "options": ["a", "b"]}'
+    results = list(predict_lines(wire_adapters, io.BytesIO(cut.encode() + b"\n" + good + ending)))
+    message = results[0]["error"]["message"]
+    assert re.fullmatch(rf"line is not valid JSON \(.* at column {len(cut) + 1}\)", message), message
+    assert [r["line"] for r in results] == [1, 2], results  # the next line is a line of its own
 
 
 @pytest.mark.laya_once_per("base")

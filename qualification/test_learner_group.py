@@ -168,9 +168,11 @@ def bound_s(phase: str, fault: str) -> float:
     return missed + 2.0 + 1.0 + SHUTDOWN_S  # + COMM_GRACE_S and DUMP_WAIT_S as documented
 
 
-def fault_cell(phase: str, fault: str, ws, work: Path) -> dict:
-    """Fault one rank in one phase; check error, bound, reaping and cleanup; returns the figures."""
-    log, tmp = work / f"log-{phase}-{fault}", work / f"tmp-{phase}-{fault}"
+def fault_cell(phase: str, fault: str, ws, work: Path, gloo_timeout_s: float = GLOO_TIMEOUT_S) -> dict:
+    """Fault one rank in one phase; check error, bound, reaping and cleanup; returns the figures.
+    gloo_timeout_s is the rendezvous cell's timeout for every gloo operation and the store."""
+    cell = f"{phase}-{fault}-{gloo_timeout_s:g}"
+    log, tmp = work / f"log-{cell}", work / f"tmp-{cell}"
     log.mkdir()
     tmp.mkdir()
     resource_tracker.ensure_running()  # multiprocessing's own helper, started once and kept: not a leak
@@ -179,7 +181,7 @@ def fault_cell(phase: str, fault: str, ws, work: Path) -> dict:
     try:
         with ChildWatch() as watch:
             if phase == "rendezvous":
-                group = Group(3, timeout_s=GLOO_TIMEOUT_S, rendezvous_timeout_s=RENDEZVOUS_TIMEOUT_S,
+                group = Group(3, timeout_s=gloo_timeout_s, rendezvous_timeout_s=RENDEZVOUS_TIMEOUT_S,
                               start_timeout_s=120.0, startup=Startup(log, fault))
                 with pytest.raises(DistributedError) as info:
                     group.start()
@@ -262,6 +264,15 @@ def test_hung_rank_is_named_and_nothing_is_left(evolution_workspaces, tmp_path):
     second cell's fresh group answering rank_sum is the first cell's recovery check."""
     fault_cell("rendezvous", "hangs", None, tmp_path)
     fault_cell("produce", "hangs", evolution_workspaces.fresh(Experiment()), tmp_path)
+
+
+@pytest.mark.laya_claim("learner.group.faults")
+def test_a_rank_that_never_joins_is_bounded_by_the_rendezvous_timeout(tmp_path):
+    """With gloo's own timeout far away (60 s), only the group's rendezvous bound can stop a rank
+    that hangs before joining: every rank must have joined within rendezvous_timeout_s of the
+    first reaching the rendezvous (not start_timeout_s, 120 s here)."""
+    cell = fault_cell("rendezvous", "hangs", None, tmp_path, gloo_timeout_s=60.0)
+    assert f"within {RENDEZVOUS_TIMEOUT_S:g} s of the first rank reaching the rendezvous" in cell["message"], cell
 
 
 DUMP = """Thread 0x00007f0000000002 (most recent call first):

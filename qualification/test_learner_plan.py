@@ -96,6 +96,9 @@ def test_plan_prints_the_documented_bytes(config, batches, microbatch):
             "packet_stream_bytes": per_stream, "packet_bytes": streams * per_stream,
             "stream_bytes": batches * per_stream, "total_bytes": streams * batches * per_stream,
             "head_replica_bytes": head}, exact
+        # and the shape they come from, as bench figures (packet_storage) carry it
+        assert {k: exact[k] for k in ("batches", "microbatch", "seq_len", "width")} == {
+            "batches": batches, "microbatch": microbatch, "seq_len": cfg.seq_len, "width": cfg.width}, exact
 
 
 @pytest.mark.laya_claim("learner.plan.storage")

@@ -173,6 +173,21 @@ def test_a_count_or_timeout_out_of_range_is_a_usage_error_before_the_launch(monk
 
 
 @pytest.mark.laya_claim("learner.torchrun")
+def test_the_launcher_takes_the_options_of_laya_evolve_check_and_its_own():
+    """docs/evolution.md: the options of `laya evolve check` with their defaults, plus --workdir
+    (required) and --timeout-s (1800 s)."""
+    from laya.evolution.cli import evolve
+
+    def options(command) -> dict:
+        return {p.name: (p.default, p.required) for p in command.params}
+
+    launcher, check = options(run.main.commands["check"]), options(evolve.commands["check"])
+    workdir = launcher.pop("workdir")
+    assert workdir[1] is True and launcher == check, (launcher, check)
+    assert launcher["timeout_s"] == (1800.0, False)
+
+
+@pytest.mark.laya_claim("learner.torchrun")
 def test_a_rank_leaves_with_its_status_once_its_output_and_exit_handlers_are_done():
     """A rank ends with os._exit (docs/evolution.md): its exit handlers run first, and what it
     printed to a pipe (block-buffered) is written out, the learner rank's table included."""

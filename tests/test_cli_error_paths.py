@@ -345,6 +345,27 @@ def test_show_markdown_warns_of_a_development_key(bundle, tmp_path):
     assert "**Warning:**" not in cli("show", bundle, "--markdown").output
 
 
+@pytest.mark.parametrize("append", [False, True])
+def test_show_output_is_utf8_whatever_the_locale(bundle, tmp_path, append):
+    """show --output [--append] writes UTF-8 even where the locale's encoding is ASCII (a
+    POSIX locale, neither coerced nor in UTF-8 mode): a benchmark in microseconds reads "µs"."""
+    def fast(tr, laya):
+        laya["predicate"]["benchmarks"] = [{"test": "test_project.py::test_fast", "median": 4.2e-6, "rounds": 5}]
+    shown = resign(bundle, tmp_path / "fast.jsonl", None, fast)
+    out = tmp_path / "summary.md"
+    out.write_bytes(b"before\n")
+    script = ("import codecs, locale\nassert codecs.lookup(locale.getpreferredencoding(False)).name == 'ascii'\n"
+              "from laya_qual.cli import main\nmain()")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env |= {"LC_ALL": "POSIX", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    proc = subprocess.run([sys.executable, "-c", script, "show", str(shown), "--markdown", "--output", str(out),
+                           *(["--append"] if append else [])], capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")
+    written = out.read_bytes().decode("utf-8")
+    assert written.startswith("before\n") == append and written.count("## Qualification report") == 1
+    assert "| `test_project.py::test_fast` | 4.2 µs | 5 |" in written
+
+
 # --- verify: the bundle's lines and statements ------------------------------------------------
 
 def test_verify_refuses_a_blank_line(bundle, keys, tmp_path):

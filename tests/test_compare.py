@@ -211,6 +211,11 @@ def test_a_benchmark_median(pair, key):
 def test_a_subjects_dir_hash(pair, key):
     old, new = pair(spec(), spec(weights=b"v" * 64))
     assert changes(compared(old, new, key)) == [head_hashes(old, new)]
+    # shown by its first 16 hex digits (docs/laya-qual-cli.md), the full digests stay in --json
+    before, after = head_hashes(old, new)[4:6]
+    shown = [line.split() for line in cli("compare", old, new, "--public-key", key[1]).output.splitlines()
+             if before[:8] in line]
+    assert shown and shown[0][-3:] == [before[:16], "->", after[:16]], shown
 
 
 def test_another_machine_is_not_called_a_regression_unless_asked(pair, key):

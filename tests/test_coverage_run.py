@@ -63,6 +63,27 @@ def test_the_measured_packages_carry_no_unexplained_pragma():
     assert exclusions(files)[1] == []
 
 
+def test_the_measured_sources_are_read_as_utf8_whatever_the_locale(tmp_path):
+    """package_files reads each measured ``*.py`` file (``__pycache__`` left out) as the UTF-8
+    Python source is, even where the locale's encoding is ASCII (a POSIX locale, neither
+    coerced nor in UTF-8 mode): a pragma's reason after an em dash, a "Σ" in a docstring."""
+    sources = {"laya/sub/a.py": f'"""Σ of the heads."""\nx = 1  {PRAGMA} — never reached\n',
+               "laya_qual/b.py": "y = 'µs'\n", "laya/__pycache__/c.py": "z = 'cached'\n"}
+    for rel, text in sources.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(text.encode("utf-8"))
+    script = ("import codecs, json, locale, sys\n"
+              "assert codecs.lookup(locale.getpreferredencoding(False)).name == 'ascii'\n"
+              "from pathlib import Path\nfrom laya_qual.coverage_run import package_files\n"
+              "print(json.dumps(package_files(Path(sys.argv[1]))))")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, timeout=60,
+                          env=top_level_env(LC_ALL="POSIX", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")
+    read = [tuple(pair) for pair in json.loads(proc.stdout)]
+    assert read == [(rel, sources[rel]) for rel in ("laya/sub/a.py", "laya_qual/b.py")]
+    assert exclusions(read)[0] == [{"file": "laya/sub/a.py", "line": 2, "kind": "no cover", "reason": "never reached"}]
+
+
 MODULE = f'''
 def f(x):
     if x > 0:
@@ -421,7 +442,7 @@ def test_a_partial_run_end_to_end(tmp_path):
     laya = result["packages"]["laya"]
     assert 0 < laya["branches"]["covered"] < laya["branches"]["total"]
     assert result["files"]["laya/request.py"]["statements"][0] > 0
-    assert {e["file"] for e in result["exclusions"]} >= {"laya/atomic.py", "laya/artifact.py"}
+    assert {e["file"] for e in result["exclusions"]} >= {"laya/artifact.py", "laya/evolution/group.py"}
     assert "laya: statements" in proc.stdout and f"results: {out}" in proc.stdout
     missed = sorted((total - covered, name) for name, figures in result["files"].items() if name.startswith("laya/")
                     for covered, total in [figures["branches"]] if total > covered)
@@ -490,8 +511,9 @@ def _run_suite_leaving(pieces: dict[str | None, tuple[str, int]]):
 
 def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monkeypatch):
     """What a subprocess wrote after pytest-cov's own combining (a data file beside the
-    combined one) counts too: its line, and its test as one that started a subprocess; a
-    green run that left no data file at all gives no figure and says so."""
+    combined one) counts too: its line, and its test as one that started a subprocess; the
+    results say the run complete and when it started and finished (UTC); a green run that
+    left no data file at all gives no figure and says so."""
     import ast
 
     import laya
@@ -503,6 +525,10 @@ def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monke
     missing = result["files"]["laya/__init__.py"]["missingLines"]
     assert first not in missing and second not in missing, missing
     assert result["contexts"] == {"tests": 2, "testsWithSubprocesses": 1}
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"  # UTC to the second
+    assert result["complete"] is True and result["scope"] == [] and result["hypothesisSeed"] == 0
+    assert re.fullmatch(stamp, result["startedOn"]) and re.fullmatch(stamp, result["finishedOn"])
+    assert result["startedOn"] <= result["finishedOn"]
     assert json.loads((tmp_path / "c.json").read_text()) == result
     monkeypatch.setattr(coverage_run, "run_suite", _run_suite_leaving({}))
     with pytest.raises(coverage_run.CoverageError, match="^the run left no coverage data in "):

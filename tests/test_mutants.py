@@ -256,6 +256,33 @@ def test_a_sample_without_a_seed_draws_with_a_fresh_random_one(monkeypatch, whol
     assert runs[-1]["seed"] == 2**31 - 1
 
 
+def test_a_sample_hands_each_option_to_the_run_as_given(monkeypatch, tmp_path, whole_population):
+    """`mutate --sample N --equivalents FILE --tests-dir DIR ...`: the sampled run gets the
+    reasons file as its equivalents, the directory as its tests, and every other option as given."""
+    from click.testing import CliRunner
+
+    from laya_qual import mutant_run
+    from laya_qual.cli import main
+
+    runs = []
+    monkeypatch.setattr(mutant_run, "main", lambda **kw: runs.append(kw) or 0)
+    reasons, tests = tmp_path / "reasons.json", tmp_path / "project-tests"
+    reasons.write_text("{}")
+    tests.mkdir()
+    result = CliRunner().invoke(main, ["mutate", "--sample", "3", "--seed", "5", "--equivalents", str(reasons),
+                                       "--tests-dir", str(tests), "--time-box", "7", "--hypothesis-seed", "11",
+                                       "-n", "0", "--jobs", "2", "--timeout", "90", "--no-confirm",
+                                       "--claims", "cli.help,request.validation", "--require-rate", "0.5",
+                                       "--output", str(tmp_path / "out.json")])
+    assert result.exit_code == 0, result.output
+    [run] = runs
+    assert (run["equivalents"], run["tests_dir"], run["time_box"]) == (reasons, tests, 7.0)
+    assert (run["seed"], run["hypothesis_seed"], run["workers"], run["jobs"], run["timeout"]) == (5, 11, 0, 2, 90.0)
+    assert (run["confirm"], run["scope"], run["require_rate"]) == (False, ["cli.help", "request.validation"], 0.5)
+    assert (run["output"], run["earlier"]) == (tmp_path / "out.json", None)
+    assert run["drawn"] == sample(whole_population, 3, seed=5) and run["population_size"] == len(whole_population)
+
+
 @pytest.mark.parametrize("reader, text, message", [
     ("read_equivalents", '{"laya/a.py:f:compare:x#0": "  "}', "must map each mutant key to a written reason"),
     ("read_equivalents", '["laya/a.py:f:compare:x#0"]', "must map each mutant key to a written reason"),

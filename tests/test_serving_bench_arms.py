@@ -121,3 +121,19 @@ def test_a_bare_forward_that_predicts_differently_is_refused_before_timing(head_
     monkeypatch.setattr(serving_bench, "Encoder", OffEncoder)
     with pytest.raises(ArmsDisagree, match="Adapters.predict and the bare torch forward differ"):
         serving_bench.overhead_arms(head_dir, request)
+
+
+def test_side_by_side_gives_each_arms_median_of_its_own_durations(monkeypatch):
+    """Each sample is the clock after the arm minus the clock before it: on a clock that
+    advances by a fixed step per reading and per arm call, every arm's median is its own."""
+    from laya_qual import benchmarking
+
+    now = [1000.0]  # far from 0, so a sum in place of a difference shows
+    monkeypatch.setattr(benchmarking.time, "perf_counter", lambda: now[0])
+
+    def arm(seconds: float):
+        def run():
+            now[0] += seconds
+        return run
+
+    assert benchmarking.side_by_side({"fast": arm(0.25), "slow": arm(2.0)}, rounds=5) == {"fast": 0.25, "slow": 2.0}

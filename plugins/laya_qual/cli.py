@@ -247,6 +247,7 @@ def compare_cmd(old: Path, new: Path, public_key: Path | None, old_key: Path | N
     """Compare two signed reports (OLD, e.g. the previous release's, and NEW): verdicts,
     catalogue and suite, subjects, each head's calibration and certification, benchmark
     figures with the machines that measured them, the kill rate. Both are verified first.
+    Digests are shown by their first 16 hex digits (--json keeps them whole).
 
     \b
     Exit status: 0 compared, no --fail-on tripped; 1 a bundle is unreadable or does not
