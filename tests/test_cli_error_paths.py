@@ -221,6 +221,17 @@ def test_merge_whose_report_does_not_verify_with_the_public_key_beside_the_key(e
             f"not by the given key {keyid(Path(f'{keys[1]}.pub'))[:16]}...")
 
 
+def test_merge_overwrites_the_report_an_earlier_merge_left_at_its_out(evidence, keys, tmp_path):
+    """`--out` is "bundle path, overwritten": a second merge to the same path signs, verifies
+    and shows its own report (signed by another key here), not the earlier one."""
+    out = tmp_path / "r.jsonl"
+    for key in keys:
+        result = cli("merge", evidence, "--key", key, "--out", out, "--durations", tmp_path / "d.json")
+        assert result.exit_code == 3 and "WARNED" in result.output, result.output
+    assert {env["signatures"][0]["keyid"] for env in map(json.loads, out.read_text().splitlines())} == {
+        keyid(Path(f"{keys[1]}.pub"))}
+
+
 # --- laya-qual run: refused before any pytest, or when the first pass fails ----------------
 
 def test_run_shard_needs_a_hypothesis_seed(clean_env):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -132,6 +133,9 @@ def test_verify_ok_and_wrong_key(real, tmp_path):
     # A FAILED report is authentic but not acceptable: plain verify rejects it (exit 3).
     result = cli("verify", bundle, "--public-key", public, "--require-result", "FAILED")
     assert result.exit_code == 0 and result.output.startswith(f"OK {bundle}: signed by keyid")
+    # the whole line: no "unrecognised line(s)" part when there are none
+    assert re.fullmatch(rf"OK {re.escape(str(bundle))}: signed by keyid [0-9a-f]{{64}}(; DEVELOPMENT KEY)?; "
+                        r"result FAILED; \d+ claims; 0 artifact\(s\) rechecked\n", result.output), result.output
     cli("keygen", tmp_path / "other")
     one_line_error(cli("verify", bundle, "--public-key", tmp_path / "other.pub"), "not by the given key")
 

@@ -489,8 +489,8 @@ def test_a_scoped_coverage_run_from_the_command_line_keeps_its_data_and_leaves_n
     assert list(scratch.glob("laya-coverage-*")) == [], "the measured copy was left behind"
 
 
-def _run_suite_leaving(pieces: dict[str | None, tuple[str, int]]):
-    """A stand-in for the suite's run under coverage: green, leaving one data file per
+def _run_suite_leaving(pieces: dict[str | None, tuple[str, int]], seconds: float = 1.0):
+    """A stand-in for the suite's run under coverage: green after ``seconds``, leaving one data file per
     ``{suffix: (context, line of laya/__init__.py)}`` beside the data file the rc file names
     (suffix None: the un-suffixed file pytest-cov combines into at the end of its session)."""
     from coverage import CoverageData
@@ -505,22 +505,23 @@ def _run_suite_leaving(pieces: dict[str | None, tuple[str, int]]):
             data.set_context(context)
             data.add_arcs({str(root / "laya" / "__init__.py"): {(-1, line), (line, -1)}})
             data.write()
-        return RunResult("passed", None, 1.0, 0, "")
+        return RunResult("passed", None, seconds, 0, "")
     return run_suite
 
 
 def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monkeypatch):
     """What a subprocess wrote after pytest-cov's own combining (a data file beside the
     combined one) counts too: its line, and its test as one that started a subprocess; the
-    results say the run complete and when it started and finished (UTC); a green run that
-    left no data file at all gives no figure and says so."""
+    results say the run complete, when it started and finished (UTC), the suite's seconds and
+    the whole measurement's (the stand-in returns at once); a green run that left no data file
+    at all gives no figure and says so."""
     import ast
 
     import laya
 
     first, second = [node.lineno for node in ast.parse(Path(laya.__file__).read_text()).body][2:4]
     monkeypatch.setattr(coverage_run, "run_suite", _run_suite_leaving(
-        {None: ("t.py::test_a", first), "late.1": ("t.py::test_b|subprocess", second)}))
+        {None: ("t.py::test_a", first), "late.1": ("t.py::test_b|subprocess", second)}, seconds=1234.54))
     result = coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "c.json")
     missing = result["files"]["laya/__init__.py"]["missingLines"]
     assert first not in missing and second not in missing, missing
@@ -529,6 +530,7 @@ def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monke
     assert result["complete"] is True and result["scope"] == [] and result["hypothesisSeed"] == 0
     assert re.fullmatch(stamp, result["startedOn"]) and re.fullmatch(stamp, result["finishedOn"])
     assert result["startedOn"] <= result["finishedOn"]
+    assert result["suiteSeconds"] == 1234.5 and 0 <= result["wallSeconds"] < 600, result
     assert json.loads((tmp_path / "c.json").read_text()) == result
     monkeypatch.setattr(coverage_run, "run_suite", _run_suite_leaving({}))
     with pytest.raises(coverage_run.CoverageError, match="^the run left no coverage data in "):

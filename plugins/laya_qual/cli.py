@@ -522,8 +522,7 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
         signer = load_signer(key)
     except SigningError as e:
         raise click.ClickException(str(e)) from None
-    out.unlink(missing_ok=True)
-    write_report(out, signer, records, context, passes)
+    write_report(out, signer, records, context, passes)  # replaces an earlier bundle whole (docs/report-format.md)
     _keep_durations(durations or default_durations(out.parent), lambda: records)
     _verified_summary(out, public, [])
 
