@@ -143,6 +143,11 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     finally:
         run.close()
     first, second, third = result["mutants"]
+    for record, m in zip(result["mutants"], [killable, spared, roles], strict=True):  # each record names its mutant
+        assert {k: record[k] for k in ("id", "key", "operator", "file", "line", "original", "replacement")} == {
+            "id": m.id, "key": m.key, "operator": m.operator, "file": m.file, "line": m.line,
+            "original": m.original, "replacement": m.replacement}, record
+        assert record["part"] == "runtime"
     assert first["status"] == "wrongly-equivalent" and first["killedBy"] == "suite"
     assert first["coveringTests"] > 0 and [s["stage"] for s in first["stages"]] == ["covering tests"]
     assert first["stages"][0]["firstFailure"].startswith("laya_qual/suite/test_")
