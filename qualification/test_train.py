@@ -220,6 +220,7 @@ def test_warm_start_refuses_transformer_heads(trained, artifact_factory, tmp_pat
     with pytest.raises(TrainingError) as refused:
         warm_start(head)
     assert refused.value.field == "warm_start" and "transformer" in str(refused.value)
+    assert str(refused.value).startswith(f"field warm_start: head {head.source} has "), str(refused.value)
     with pytest.raises(TrainingError):
         trained.train("never-written", warm_start_dir=transformer)
     assert not (trained.root / "never-written").exists()
