@@ -117,6 +117,9 @@ def test_a_line_that_is_not_json_names_the_column_in_that_line(wire_adapters, en
     message = results[0]["error"]["message"]
     assert re.fullmatch(rf"line is not valid JSON \(.* at column {len(cut) + 1}\)", message), message
     assert [r["line"] for r in results] == [1, 2], results  # the next line is a line of its own
+    # an empty first line is a line too: refused as not JSON, and the next one is line 2
+    first_empty = list(predict_lines(wire_adapters, io.BytesIO(b"\n" + good + ending)))
+    assert [r["line"] for r in first_empty] == [1, 2] and "JSON" in first_empty[0]["error"]["message"], first_empty
 
 
 @pytest.mark.laya_once_per("base")
