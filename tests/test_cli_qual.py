@@ -184,6 +184,9 @@ def test_show_markdown(real, tmp_path):
     for section in ("### Failed claims", "### Benchmarks", "### Scope", "### Subjects", "### How to verify"):
         assert section in md
     assert "`laya-runtime`" in md and f"laya-qual verify {bundle.name} --public-key" in md
+    # each failed claim with its statement and each failing test with its outcome
+    failing = [line for line in md.splitlines() if line.startswith("- `report.signature`: ")]
+    assert len(failing) == 1 and failing[0].endswith(" Failing: `test_mini.py::test_fails` (failed)"), failing
     assert "unaccepted model nominations" in md
     # --append (for $GITHUB_STEP_SUMMARY) keeps what is there; verified output says so.
     appended = cli("show", bundle, "--markdown", "--output", out, "--append", "--public-key", public)
