@@ -91,7 +91,7 @@ def parse_line(raw: bytes) -> tuple[Any, Request]:
 
 def read_chunks(source: IO[bytes], size: int) -> Iterator[list[bytes]]:
     """Consecutive lines of ``source``, ``size`` at a time, or fewer when the next line has
-    not arrived yet; the last line may lack its newline."""
+    not arrived yet; each line without its newline (the last one may have had none)."""
     lines = LineReader(source)
     chunk: list[bytes] = []
     for line in lines:

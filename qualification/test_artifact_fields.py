@@ -71,12 +71,16 @@ def scratch(tmp_path_factory, pristine) -> Path:
     return tmp_path_factory.mktemp("fields") / "copy"
 
 
-def load_edited(pristine: Path, scratch: Path, role: str, edit) -> tuple[Exception | None, str]:
-    """Load a fresh copy whose ``role`` file's JSON was edited (and re-pinned), and the
-    name a refusal must give the file."""
+def fresh_copy(pristine: Path, scratch: Path) -> None:
     if scratch.exists():
         shutil.rmtree(scratch)
     shutil.copytree(pristine, scratch)
+
+
+def load_edited(pristine: Path, scratch: Path, role: str, edit) -> tuple[Exception | None, str]:
+    """Load a fresh copy whose ``role`` file's JSON was edited (and re-pinned), and the
+    name a refusal must give the file."""
+    fresh_copy(pristine, scratch)
     if role == "manifest":
         doc = json.loads((scratch / MANIFEST).read_text())
         edit(doc)
@@ -175,9 +179,7 @@ def test_a_constant_strict_json_lacks_is_refused_where_null_would_load(pristine,
     as not strict JSON naming manifest.json, never read as some other value such as null."""
     text = json.dumps(json.loads((pristine / MANIFEST).read_text()))
     assert text.count('"adapter": null') == 1
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    shutil.copytree(pristine, scratch)
+    fresh_copy(pristine, scratch)
     rewrite_file(scratch / MANIFEST, text.replace('"adapter": null', f'"adapter": {constant}').encode())
     with pytest.raises(ArtifactError, match="not valid strict UTF-8 JSON") as refused:
         laya.load_artifact(scratch)

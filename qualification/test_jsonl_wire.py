@@ -117,9 +117,15 @@ def test_a_line_that_is_not_json_names_the_column_in_that_line(wire_adapters, en
     message = results[0]["error"]["message"]
     assert re.fullmatch(rf"line is not valid JSON \(.* at column {len(cut) + 1}\)", message), message
     assert [r["line"] for r in results] == [1, 2], results  # the next line is a line of its own
-    # an empty first line is a line too: refused as not JSON, and the next one is line 2
-    first_empty = list(predict_lines(wire_adapters, io.BytesIO(b"\n" + good + ending)))
-    assert [r["line"] for r in first_empty] == [1, 2] and "JSON" in first_empty[0]["error"]["message"], first_empty
+
+
+@pytest.mark.laya_once_per("base")
+@pytest.mark.laya_claim("jsonl.wire")
+def test_an_empty_first_line_is_a_line_of_its_own(wire_adapters):
+    """Refused as not JSON (at column 1), and the line after it is line 2."""
+    good = b'{"adapter": "h", "task": "t", "question": "q", "options": ["a", "b"]}'
+    results = list(predict_lines(wire_adapters, io.BytesIO(b"\n" + good + b"\n")))
+    assert [r["line"] for r in results] == [1, 2] and results[0]["error"]["message"].endswith("at column 1)"), results
 
 
 @pytest.mark.laya_once_per("base")
