@@ -8,10 +8,12 @@ import inspect
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
+import coverage as coverage_py
 import pytest
 
 from laya_qual import coverage_run
@@ -161,13 +163,16 @@ def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
     assert packages["laya"]["files"] == 2
     assert sorted(files) == ["laya/__init__.py", "laya/m.py", "laya_qual/__init__.py"]
     assert packages["laya"]["statements"]["covered"] - packages["laya"]["inProcessOnly"]["statements"]["covered"] == 2
-    kept = tmp_path / "kept.coverage"
-    relocate(data_file, root, kept)
     from coverage import CoverageData
 
+    kept = tmp_path / "kept.coverage"
+    stale = CoverageData(basename=str(kept))  # what an earlier run left at the same path is replaced, not added to
+    stale.add_lines({"laya/stale.py": [1]})
+    stale.write()
+    relocate(data_file, root, kept)
     data = CoverageData(basename=str(kept))
     data.read()
-    assert "laya/m.py" in data.measured_files()
+    assert sorted(data.measured_files()) == ["laya/__init__.py", "laya/m.py", "laya_qual/__init__.py"]
     assert data.contexts_by_lineno("laya/m.py")[subprocess_only] == ["test_t.py::test_in_a_subprocess|subprocess"]
     assert contexts(kept) == {"tests": 2, "testsWithSubprocesses": 1}
 
@@ -220,11 +225,11 @@ def test_the_tests_a_data_file_labels_are_counted_by_node_id(tmp_path):
 
     data = CoverageData(basename=str(tmp_path / ".coverage"))
     for context, line in [("t.py::a|run", 1), ("t.py::b[x|y]|run", 2), ("t.py::b[x|y]|subprocess", 3),
-                          ("t.py::c|run", 4), ("shared:server|run", 5)]:
+                          ("t.py::c|run", 4), ("t.py::c|subprocess", 6), ("shared:server|run", 5)]:
         data.set_context(context)
         data.add_lines({str(tmp_path / "m.py"): [line]})
     data.write()
-    assert contexts(tmp_path / ".coverage") == {"tests": 3, "testsWithSubprocesses": 1}
+    assert contexts(tmp_path / ".coverage") == {"tests": 3, "testsWithSubprocesses": 2}
 
 
 SHARED_MODULE = """
@@ -528,10 +533,13 @@ def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monke
     assert result["contexts"] == {"tests": 2, "testsWithSubprocesses": 1}
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"  # UTC to the second
     assert result["complete"] is True and result["scope"] == [] and result["hypothesisSeed"] == 0
+    assert (result["format"], result["maxWorkers"], result["coveragePy"], result["branch"], result["patch"],
+            result["benchmarks"]) == ("laya-qual-coverage-v1", 0, coverage_py.__version__, True,
+                                      ["subprocess", "_exit"], "excluded")
     assert re.fullmatch(stamp, result["startedOn"]) and re.fullmatch(stamp, result["finishedOn"])
     assert result["startedOn"] <= result["finishedOn"]
     assert result["suiteSeconds"] == 1234.5 and 0 <= result["wallSeconds"] < 600, result
-    assert json.loads((tmp_path / "c.json").read_text()) == result
+    assert (tmp_path / "c.json").read_text() == json.dumps(result, indent=1) + "\n"  # one-space indent
     monkeypatch.setattr(coverage_run, "run_suite", _run_suite_leaving({}))
     with pytest.raises(coverage_run.CoverageError, match="^the run left no coverage data in "):
         coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "none.json")
@@ -544,9 +552,14 @@ def test_a_suite_red_under_coverage_gives_the_end_of_its_output(tmp_path, monkey
 
     output = "\n" + "".join(f"{i % 10}" for i in range(5000)) + "\n"
     red = RunResult("failed", "t.py::test_x", 1.0, 1, output)
-    monkeypatch.setattr(coverage_run, "run_suite", lambda root, **kwargs: red)
+    runs = []
+    monkeypatch.setattr(coverage_run, "run_suite", lambda root, **kwargs: runs.append(kwargs) or red)
     with pytest.raises(coverage_run.CoverageError) as refused:
-        coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "c.json")
+        coverage_run.measure(hypothesis_seed=3, workers=2, output=tmp_path / "c.json", scope=["cli.*"], timeout=60.0)
+    [run] = runs  # the whole suite (no -x), its benchmarks excluded, as asked
+    assert (run["seed"], run["workers"], run["timeout"], run["exitfirst"], run["claims"]) == (3, 2, 60.0, False,
+                                                                                           ["cli.*"])
+    assert run["extra"][:2] == ["--laya-benchmarks", "exclude"]
     head, _, tail = str(refused.value).partition("\n")
     assert head == "the suite is not green under coverage (failed: t.py::test_x); no figure"
     assert tail == output.strip()[-2000:]
@@ -554,12 +567,17 @@ def test_a_suite_red_under_coverage_gives_the_end_of_its_output(tmp_path, monkey
 
 
 def test_the_coverage_command_makes_the_folders_of_its_output(tmp_path, monkeypatch):
-    """`laya-qual coverage --output` into folders that do not exist yet: they are made."""
+    """`laya-qual coverage --output` into folders that do not exist yet: they are made; its progress
+    lines go to stderr, stamped; without --hypothesis-seed the seed is drawn from [0, 2**31)."""
     from click.testing import CliRunner
 
     from laya_qual.cli import main
 
-    def measure(*, output: Path, **kwargs) -> dict:
+    runs = []
+
+    def measure(*, output: Path, progress, **kwargs) -> dict:
+        runs.append(kwargs)
+        progress("a step")
         output.write_text("{}\n")
         return {"packages": {}, "files": {}, "exclusions": [], "contexts": {"tests": 0, "testsWithSubprocesses": 0},
                 "suiteSeconds": 1.0, "wallSeconds": 2.0, "dataDigest": "0" * 64}
@@ -569,3 +587,22 @@ def test_the_coverage_command_makes_the_folders_of_its_output(tmp_path, monkeypa
     result = CliRunner().invoke(main, ["coverage", "-n", "0", "--hypothesis-seed", "0", "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_text() == "{}\n" and f"results: {out}" in result.output
+    assert re.search(r"^\[laya-qual coverage \d\d:\d\d:\d\d\] a step$", result.stderr, re.M)  # progress on stderr
+    assert "a step" not in result.stdout
+    monkeypatch.setattr(secrets, "randbelow", lambda bound: bound - 1)  # no --hypothesis-seed: one from [0, 2**31)
+    assert CliRunner().invoke(main, ["coverage", "-n", "0", "--output", str(out)]).exit_code == 0
+    assert [run["hypothesis_seed"] for run in runs] == [0, 2**31 - 1]
+
+
+def test_a_pragma_without_its_reason_stops_the_run_before_the_suite(tmp_path, monkeypatch):
+    """`laya-qual coverage` refuses to run while a measured source holds a pragma without a
+    reason, naming each by file and line; the suite never starts and no results are written."""
+    sources = [("laya/a.py", f"x = 1  {PRAGMA}\n"), ("laya/b.py", f"y = 2  {PRAGMA} — a reason\n"),
+               ("laya_qual/c.py", f"\n\nif z:  {BRANCH}\n")]
+    monkeypatch.setattr(coverage_run, "package_files", lambda root: sources)
+    monkeypatch.setattr(coverage_run, "run_suite", lambda *a, **kw: pytest.fail("the suite ran"))
+    with pytest.raises(coverage_run.CoverageError) as refused:
+        coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "c.json")
+    assert str(refused.value) == ("no-cover pragmas without a reason (write one after a dash): "
+                                  "laya/a.py:1, laya_qual/c.py:3")
+    assert not (tmp_path / "c.json").exists()

@@ -430,6 +430,10 @@ def test_package_files_are_the_measured_packages_sources(tmp_path):
         (tmp_path / rel).write_text(text)
     assert package_files(tmp_path) == [("laya/a.py", "a"), ("laya_qual/b.py", "b")]
     assert package_of("other/d.py") is None
+    # the longest layout prefix wins: the suite and the strategies are packages of their own
+    assert [package_of(rel) for rel in ("laya/a.py", "laya_qual/b.py", "laya_qual/suite/test_c.py",
+                                        "laya_qual/synth/d.py")] == ["laya", "laya_qual", "laya_qual.suite",
+                                                                     "laya_qual.synth"]
 
 
 def test_combining_a_run_that_left_no_data_is_refused(tmp_path):
@@ -452,6 +456,7 @@ def test_a_data_file_coverage_py_cannot_combine_is_refused_with_its_words(tmp_pa
         combine(tmp_path / "coveragerc", tmp_path, tmp_path / ".coverage")
     assert re.fullmatch(r"coverage combine failed \(exit 1\): .*(\n.*)*", str(refused.value))
     assert "Couldn't use data file" in str(refused.value) and ".coverage.broken" in str(refused.value)
+    assert "\\n" not in str(refused.value)  # its words as text, not a bytes object's repr
 
 
 def test_coverage_run_times_are_utc_seconds():

@@ -775,3 +775,34 @@ def test_a_stage_records_its_seconds_to_a_tenth():
     assert stage == {"stage": "covering tests", "outcome": "failed", "firstFailure": "t::x", "seconds": 12.3,
                      "tests": 4}
     assert "tests" not in _stage("suite", RunResult("passed", None, 0.04, 0, ""))
+
+
+def test_a_sampled_run_gets_its_time_box_in_seconds_and_a_random_hypothesis_seed_below_2_31(tmp_path, monkeypatch):
+    """`mutant_run.main` hands the run `--time-box` in seconds and, with no `--hypothesis-seed`,
+    a seed drawn from [0, 2**31), as the draw's own seed is (the top of the range drawn here)."""
+    import secrets
+
+    from laya_qual import mutant_run
+
+    runs = []
+
+    class Recorded:
+        def __init__(self, drawn, **kwargs):
+            runs.append(kwargs)
+            self.tmp = tmp_path
+
+        def run(self):
+            record = {"key": "k", "status": "killed", "part": "runtime", "killedBy": "suite"}
+            return {"population": 9, "sampleSeed": 4, "confirmWholeSuite": False,
+                    "summary": mutant_run.summarize([record])}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(mutant_run, "SampleRun", Recorded)
+    monkeypatch.setattr(secrets, "randbelow", lambda bound: bound - 1)
+    assert mutant_run.main(drawn=[], population_size=9, seed=4, hypothesis_seed=None, workers=0, timeout=None,
+                           equivalents=None, tests_dir=None, output=tmp_path / "out.json", require_rate=None,
+                           scope=(), confirm=False, jobs=1, time_box=0.5) == 0
+    [run] = runs
+    assert (run["hypothesis_seed"], run["time_box"]) == (2**31 - 1, 30.0)

@@ -109,6 +109,10 @@ def test_durations_store_round_trips_and_refuses_garbage(tmp_path):
     write_durations(store, [{"test": "b", "duration": 2.0}])
     seconds, digest = read_durations(store)
     assert seconds == {"a": 1.5, "b": 2.0} and len(digest) == 64
+    # to a tenth of a millisecond, sorted by test id, one-space indent; a record without its seconds adds nothing
+    write_durations(store, [{"test": "a0", "duration": 0.123456789}, {"test": "d", "duration": None}, {"test": "e"}])
+    assert store.read_text() == ('{\n "format": "laya-qual-durations/v1",\n "tests": {\n  "a": 1.5,\n  "a0": 0.1235,\n'
+                                 '  "b": 2.0\n }\n}\n')
     store.write_text('{"format": "something else"}')
     with pytest.raises(ShardError, match="durations.json"):
         read_durations(store)
