@@ -54,7 +54,7 @@ def spec(**changes) -> dict:
     base = {"outcomes": dict.fromkeys(CLAIM_IDS[:3], "passed"), "catalogue": CLAIM_IDS,
             "median": 0.5, "extra": {"batched_over_one_by_one": 4.0, "median_batched_s": 0.25, "requests": 256},
             "cpu": "AMD EPYC 9654", "cores": 2, "gpu": None, "tasks": [trained_task()], "weights": b"w" * 64,
-            "kill_rate": None}
+            "kill_rate": None, "harness": {"laya_qual": "cd" * 32}}
     return {**base, **changes}
 
 
@@ -79,7 +79,7 @@ def build(directory: Path, s: dict, signer) -> Path:
     details, configuration = build_details(
         records, hypothesis={"seed": "1"}, environment=environment,
         invocation={"args": [], "workers": 0, "device": "cpu", "exitStatus": 0, "finishedOn": "2026-12-01T00:00:00Z"},
-        signing={"keyid": signer.public_key.keyid, "developmentKey": False}, harness={"laya_qual": "cd" * 32},
+        signing={"keyid": signer.public_key.keyid, "developmentKey": False}, harness=s["harness"],
         subjects=subjects, heads=heads([str(head)], None, subjects),
         suite={"killRate": s["kill_rate"]} if s["kill_rate"] else {}, passes=[])
     catalogue = {cid: CLAIMS[cid] for cid in s["catalogue"]}
@@ -288,6 +288,16 @@ def test_views_show_old_new_and_change(pair, key):
             "same.\n\n| Claim | Old | New |\n|---|---|---|\n| `report.signature` | passed | failed |\n") in md
     assert f"| `{BATCH}` | median | 500 ms | 625 ms | +0.125, +25.0% | **worse** |" in md
     assert "### Heads" in md and "| certification.coverage | 0.75 | 0.75 |" in md
+    # a head's figures are per task: the task has a column of its own
+    assert "\n### Heads\n\n| Subject | Task | Figure | Old | New | Change | |\n|---|---|---|---|---|---|---|\n" in md
+    assert "\n| `artifact/head-a` | route | certification.coverage | 0.75 | 0.75 |" in md
+
+
+def test_the_claims_line_names_each_harness_digest_that_differs(pair, key):
+    two = {"laya_qual": "cd" * 32, "laya_qual.suite": "ef" * 32}
+    old, new = pair(spec(harness=two), spec(harness={"laya_qual": "00" * 32, "laya_qual.suite": "11" * 32}))
+    text = cli("compare", old, new, "--public-key", key[1]).output
+    assert "claim catalogue same; suite (harness digests) differ (laya_qual, laya_qual.suite)\n" in text, text
 
 
 # --- --fail-on ----------------------------------------------------------------------------
@@ -349,6 +359,8 @@ def test_a_benchmark_threshold_across_machines_is_not_checked_unless_asked(pair,
     assert result.exit_code == 0 and tripped(result) == []
     assert f"--fail-on {expression} not checked: {BATCH} batched_over_one_by_one: measured on different machines" \
         in result.stderr
+    why = f"{BATCH} batched_over_one_by_one: measured on different machines (--across-machines compares anyway)"
+    assert result.stdout.endswith(f"\n\n  THRESHOLDS\n    {expression}: not checked ({why})\n"), result.stdout
     assert fail_on(old, new, key, expression, extra=["--across-machines"]).exit_code == 3
 
 
