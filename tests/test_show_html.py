@@ -25,7 +25,7 @@ import laya
 from laya.artifact import read_artifact_files
 from laya.train_cli import train
 from laya_qual.cli import main
-from laya_qual.html_report import FILTER_SCRIPT, NO_HEAD_DETAILS, NOT_RECORDED, path_svg
+from laya_qual.html_report import FILTER_SCRIPT, NO_HEAD_DETAILS, NOT_RECORDED, bars_svg, benchmark_arms, path_svg
 from laya_qual.report import LAYA_TYPE
 from laya_qual.synth import replace_pinned_file, write_artifact
 from laya_qual.synth.tasks import synthetic_task, write_task
@@ -386,6 +386,24 @@ def test_benchmark_bars_are_the_reports_arms(pages):
                 assert keys == {"median_hit_s", "median_miss_s"}
             elif "learner" in b["test"]:
                 assert {"learner_update_seconds_median", "kernel_update_seconds_median"} <= keys
+
+
+def test_a_benchmark_s_figures_are_grouped_by_arm_and_the_rest_left_over():
+    """A nested object of numbers is one group of its own, a key of an arm family joins its
+    measure's group; each grouped key is drawn once, in bars, and only the others are left over."""
+    groups, left = benchmark_arms({"peak_rss_bytes": {"owner0": 5, "learner": 7, "note": "x"}, "median_one_s": 0.5,
+                                   "median_batched_s": 0.25, "requests": 256, "batched_over_one_by_one": 2.0})
+    assert groups == [("peak_rss_bytes", [("owner0", "peak_rss_bytes.owner0", 5),
+                                          ("learner", "peak_rss_bytes.learner", 7)]),
+                      ("median seconds", [("one", "median_one_s", 0.5), ("batched", "median_batched_s", 0.25)])]
+    assert left == ["requests", "batched_over_one_by_one"]
+
+
+def test_bars_of_arms_that_all_measured_zero_are_drawn_empty():
+    """All arms at 0 (nothing measured yet, or a count of nothing): a scale from 0 to 1 and bars of no width."""
+    page = ET.Element("body")
+    bars_svg(page, "weight bytes", [("float32", "float32_weight_bytes", 0), ("int8", "int8_weight_bytes", 0)])
+    assert [bar.get("width") for bar in page.iter("rect") if bar.get("data-arm")] == ["0.0", "0.0"]
 
 
 def test_the_page_links_to_each_of_its_sections(pages):
