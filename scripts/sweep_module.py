@@ -43,9 +43,18 @@ def drawn(mutants: list[Mutant], sample: int | None, seed: int) -> list[Mutant]:
     return sorted(random.Random(seed).sample(mutants, sample), key=lambda m: (m.line, m.col))
 
 
+def target(root: Path, test: str) -> str:
+    """Where pytest finds ``test``: a suite test (qualification/...) in the copy, as a mutation
+    run runs it, since pytest puts a test file's root first on sys.path and a process that
+    multiprocessing spawns (a rank) imports with its parent's sys.path; any other in this checkout."""
+    if test.startswith("qualification/"):
+        return str(root / "laya_qual" / "suite" / test.removeprefix("qualification/"))
+    return str(PROJECT / test)
+
+
 def run_tests(root: Path, tests: list[str], timeout: float) -> tuple[str, str | None]:
     """``(status, first failure)`` of the tests against the copy at ``root``."""
-    cmd = [sys.executable, "-m", "pytest", *(str(PROJECT / t) for t in tests), f"--rootdir={PROJECT}",
+    cmd = [sys.executable, "-m", "pytest", *(target(root, t) for t in tests), f"--rootdir={PROJECT}",
            "-c", str(PROJECT / "pyproject.toml"), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0", "-x"]
     proc = subprocess.Popen(cmd, cwd=root, env=child_env(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
