@@ -223,13 +223,21 @@ def test_a_difference_exits_1_naming_it(checked, tmp_path, capsys, where):
 
 
 @pytest.mark.laya_claim("learner.check.report")
-def test_the_command_runs_both_arms_on_its_own_group_and_reports_them(checked, tmp_path):
+def test_the_command_runs_both_arms_on_its_own_group_and_reports_them(checked, tmp_path, monkeypatch):
     """`laya evolve check` end to end, on three ranks of its own: exit 0, and the rows and
-    state digests it writes are those of the same experiment run on the session's group."""
-    out = tmp_path / "cli.json"
+    state digests it writes are those of the same experiment run on the session's group; its
+    workspace was a `laya-evolve-*` directory under TMPDIR, gone when the check ended."""
+    from laya.evolution import workspace
+
+    out, scratch, roots = tmp_path / "cli.json", tmp_path / "scratch", []
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(workspace, "prepare", lambda exp, root: roots.append(root) or prepare(exp, root))
     done = CliRunner().invoke(evolve, ["check", "--layout", "appended", "--updates", "2", "--microbatches", "2",
                                        "--microbatch", "1", "--json", str(out)])
     assert done.exit_code == 0, done.output
+    [root] = roots
+    assert root.parent == scratch and root.name.startswith("laya-evolve-") and not root.exists()
     figures = json.loads(out.read_text())
     assert figures["equal"] is True and figures["updates"] == 2 and figures["rows"] == checked.rows
     assert [d["kernel"] for d in figures["state_digests"]] == [d["learner"] for d in figures["state_digests"]]
