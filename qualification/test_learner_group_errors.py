@@ -14,6 +14,7 @@ Groups of 1 and 2 ranks keep the cost to one or two torch imports per start.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import shutil
@@ -199,6 +200,19 @@ def test_a_group_whose_private_directory_was_removed_under_it_still_closes(priva
     shutil.rmtree(private)
     group.close()
     assert gone(group.start_info[0]["pid"]) and not group.alive and list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_group_dropped_without_closing_stops_its_workers_when_collected(private_tmp):
+    """A group its owner drops without closing it (docs/evolution.md: a `weakref.finalize`
+    stops them on garbage collection): its workers are stopped and its private directory removed."""
+    group = Group(2, timeout_s=60.0)
+    group.start()
+    pids = [info["pid"] for info in group.start_info]
+    assert len(pids) == 2 and not any(gone(pid) for pid in pids)
+    del group
+    gc.collect()
+    assert [gone(pid) for pid in pids] == [True, True] and list(private_tmp.iterdir()) == []
 
 
 LONE_ORCHESTRATOR = """
