@@ -64,6 +64,16 @@ def recv_while_the_peer_waits(rank: int) -> int:
     return rank
 
 
+def both_waits_fail(rank: int) -> int:
+    """Each rank waits to receive from the other, which never sends: rank 1 on a group whose
+    operations give up after 0.5 s, rank 0 on one that gives up after 1.5 s. Both lose their
+    peers, rank 1 first, within COMM_GRACE_S of each other."""
+    quick, slower = dist.new_group(timeout=timedelta(seconds=0.5)), dist.new_group(timeout=timedelta(seconds=1.5))
+    with waiting_on(f"receive from rank {1 - rank}"):
+        dist.recv(torch.zeros(1), src=1 - rank, group=quick if rank == 1 else slower)
+    return rank
+
+
 class Unpicklable(Exception):
     def __init__(self):
         super().__init__("holds a lock")
@@ -200,6 +210,16 @@ def test_a_group_whose_private_directory_was_removed_under_it_still_closes(priva
     shutil.rmtree(private)
     group.close()
     assert gone(group.start_info[0]["pid"]) and not group.alive and list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_when_every_rank_lost_its_peers_the_first_to_lose_them_is_named(pair):
+    """Only communication errors arrive, no death and no rank's own error: the rank whose
+    wait failed first is named (rank 1 here, not the lowest rank), with its own traceback."""
+    err, _ = stopped(pair, both_waits_fail)
+    phase = f"{both_waits_fail.__module__}.both_waits_fail on ranks [0, 1]"
+    assert str(err).startswith(f"{phase}: rank 1 lost its peers (while waiting to receive from rank 0): "), str(err)
+    assert err.ranks == (1,) and err.__cause__.__notes__[-1].startswith("traceback in rank 1:\n")
 
 
 @pytest.mark.laya_claim("learner.group.errors")

@@ -364,6 +364,16 @@ def test_a_benchmark_threshold_across_machines_is_not_checked_unless_asked(pair,
     assert fail_on(old, new, key, expression, extra=["--across-machines"]).exit_code == 3
 
 
+def test_a_benchmark_figure_only_new_has_is_not_checked(pair, key):
+    """A figure NEW measures and OLD did not has nothing to compare with: not checked, said why, exit 0."""
+    old, new = pair(spec(), spec(extra={**spec()["extra"], "speedup": 2.0}))
+    expression = "bench.serve.batch:speedup:-5%"
+    result = fail_on(old, new, key, expression)
+    assert result.exit_code == 0 and tripped(result) == []
+    why = f"{BATCH} speedup: absent from OLD"
+    assert result.stdout.endswith(f"\n\n  THRESHOLDS\n    {expression}: not checked ({why})\n"), result.stdout
+
+
 def test_a_benchmark_figure_missing_from_new_trips(pair, key):
     old, new = pair(spec(), spec(extra={"median_batched_s": 0.25, "requests": 256}))
     result = fail_on(old, new, key, "bench.serve.batch:batched_over_one_by_one:-5%")

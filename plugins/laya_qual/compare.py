@@ -214,7 +214,8 @@ class Threshold:
     relative: bool = False     # amount is a percentage of OLD's value
 
     def limit(self) -> str:
-        return f"{'+' if self.sign > 0 else '-'}{self.amount:g}{'%' if self.relative else ''}"
+        """The amount as the expression gave it, without its sign (the trip message says the way)."""
+        return f"{self.amount:g}{'%' if self.relative else ''}"
 
 
 GRAMMAR = ("verdict | temperature-bound | uncertified | coverage:LIMIT | risk-upper-bound:LIMIT | ece:LIMIT "
@@ -300,7 +301,7 @@ def check(threshold: Threshold, table: list[dict]) -> dict:
                 moved = "fell" if threshold.sign < 0 else "rose"
                 relative = f", {row['relative']:+.2%}" if row.get("relative") is not None else ""
                 tripped.append(f"{_where(row)}: {_show(old)} -> {_show(new)} ({row['change']:+.6g}{relative}): "
-                               f"{moved} by more than {threshold.limit()[1:]}")
+                               f"{moved} by more than {threshold.limit()}")
     if tripped:
         status = "tripped"
     else:
@@ -320,7 +321,7 @@ def _report_info(bundle: str, keyid: str, laya: dict) -> dict:
 
 
 def compare(old: tuple[str, str, dict], new: tuple[str, str, dict], thresholds: list[Threshold],
-            across_machines: bool = False) -> dict:
+            across_machines: bool) -> dict:
     """The comparison of two verified reports, each ``(bundle, keyid, laya statement)``:
     ``old``/``new`` (bundle, signer, result, machine), ``sameMachine``, ``acrossMachines``,
     ``rows`` (every fact of either, ``changed`` marking the differences) and ``thresholds``."""
@@ -361,8 +362,7 @@ def _value(row: dict, value: object) -> str:
     """A fact as a reader wants it: digests shortened, benchmark seconds with a unit."""
     from laya_qual.summary import duration
 
-    digest = row["figure"] in (DIR_HASH, "sha256") or row["item"] == "harness" and row["figure"] != "version"
-    if digest and isinstance(value, str):
+    if row["figure"] in (DIR_HASH, "sha256") and isinstance(value, str):
         return value[:16]
     seconds = row["section"] == "benchmarks" and (row["figure"] == "median" or row["figure"].endswith("_s"))
     if seconds and _number(value):
