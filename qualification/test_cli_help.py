@@ -2,8 +2,8 @@
 included, with their own help text, and answers without importing torch (docs/decisions.md,
 "Command lines": "`laya --help` without torch").
 
-Oracle: the subcommands' click objects, imported here, and ``python -X importtime``'s list of
-the modules the command imported.
+Oracle: the subcommands' click objects, imported here, click's own listing of them, and
+``python -X importtime``'s list of the modules the command imported.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ import subprocess
 import sys
 from importlib import import_module
 
+import click
 import pytest
+from click.testing import CliRunner
 
+import laya
 from laya.cli import LAZY_COMMANDS
 from laya.cli import main as laya_cli
 
@@ -39,3 +42,21 @@ def test_help_lists_every_command_with_its_help_and_imports_no_torch():
     for name, text in listed.items():
         real = " ".join(real_command(name).help.split())
         assert real.startswith(text.removesuffix("...")), (name, text, real)
+
+
+@pytest.mark.laya_claim("cli.help")
+def test_the_command_list_is_what_click_prints_for_the_real_commands():
+    """The lazily listed commands read as click's own listing of the real ones would, each
+    short help cut where click cuts it, at every terminal width from 30 to 139 columns."""
+    eager = click.Group("laya", commands={name: real_command(name) for name in COMMANDS})
+    for width in range(30, 140):
+        ours = CliRunner().invoke(laya_cli, ["--help"], terminal_width=width).output
+        theirs = CliRunner().invoke(eager, ["--help"], terminal_width=width).output
+        assert ours.split("Commands:\n", 1)[1] == theirs.split("Commands:\n", 1)[1], (width, ours, theirs)
+
+
+@pytest.mark.laya_claim("cli.help")
+@pytest.mark.parametrize("option", ["--version", "-V"])
+def test_the_version_is_laya_s(option):
+    done = CliRunner().invoke(laya_cli, [option])
+    assert (done.exit_code, done.output) == (0, f"laya, version {laya.__version__}\n")
