@@ -155,4 +155,3 @@ def test_a_temporary_name_already_taken_is_never_written_and_another_is_drawn(tm
     monkeypatch.setattr(laya.atomic, "temporary_sibling", lambda _final: next(names))
     write_file(final, b"new data")
     assert tree(tmp_path) == {"store.bin": b"new data", leftover.name: theirs}
-

@@ -5,9 +5,10 @@ Not the kill rate: that is `laya-qual mutate --sample`, which draws from the who
 and runs each mutant against the tests that executed it, suite first. This is the cheap look
 before a draw: where a module's own tests are thin. Every mutant of MODULE (or a sample of
 them) is written into a copy of the installed packages (the layout a mutation run copies,
-first on PYTHONPATH), the named tests of this checkout run against it with -x, and a failed
-run kills it. A survivor here may still be killed by tests not named, by the suite or by
-tests/: check it before writing a test. Results go to --output as they come (a second run
+first on PYTHONPATH), the named tests run against it with -x (the suite's from the copy
+under Hypothesis seed 0, as a mutation run runs them; the others from this checkout), and
+a failed run kills it. A survivor here may still be killed by tests not named, by the
+suite or by tests/: check it before writing a test. Results go to --output as they come (a second run
 with the same --output keeps what is there and runs the rest).
 
     .venv/bin/python scripts/sweep_module.py laya_qual/compare.py --sample 100 --seed 1 \\
@@ -18,55 +19,45 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import queue
-import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from laya_qual.mutants import Mutant, module_mutants
-from laya_qual.mutation import build_root, child_env, installed_layout
+from laya_qual.mutant_run import _run_tests_dir
+from laya_qual.mutants import Mutant, module_mutants, sample
+from laya_qual.mutation import build_root, installed_layout, run_suite
 
 PROJECT = Path(__file__).resolve().parents[1]
+SUITE = "qualification/"
 
 
-def drawn(mutants: list[Mutant], sample: int | None, seed: int) -> list[Mutant]:
-    """All of them, or ``sample`` drawn with ``seed``, in file order."""
-    if sample is None or sample >= len(mutants):
+def drawn(mutants: list[Mutant], n: int | None, seed: int) -> list[Mutant]:
+    """All of them, or ``n`` drawn with ``seed`` (as ``laya-qual mutate`` draws), in file order."""
+    if n is None or n >= len(mutants):
         return mutants
-    return sorted(random.Random(seed).sample(mutants, sample), key=lambda m: (m.line, m.col))
+    return sorted(sample(mutants, n, seed), key=lambda m: (m.line, m.col))
 
 
-def target(root: Path, test: str) -> str:
-    """Where pytest finds ``test``: a suite test (qualification/...) in the copy, as a mutation
-    run runs it, since pytest puts a test file's root first on sys.path and a process that
-    multiprocessing spawns (a rank) imports with its parent's sys.path; any other in this checkout."""
-    if test.startswith("qualification/"):
-        return str(root / "laya_qual" / "suite" / test.removeprefix("qualification/"))
-    return str(PROJECT / test)
-
-
-def run_tests(root: Path, tests: list[str], timeout: float) -> tuple[str, str | None]:
-    """``(status, first failure)`` of the tests against the copy at ``root``."""
-    cmd = [sys.executable, "-m", "pytest", *(target(root, t) for t in tests), f"--rootdir={PROJECT}",
-           "-c", str(PROJECT / "pyproject.toml"), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0", "-x"]
-    proc = subprocess.Popen(cmd, cwd=root, env=child_env(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return "timeout", None
-    first = next((line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))), None)
-    status = {0: "survived", 1: "killed", 5: "survived"}.get(proc.returncode, f"pytest exit {proc.returncode}")
-    return status, first
+def run_tests(root: Path, tests: list[str], timeout: float) -> tuple[str, str | None, float]:
+    """``(status, first failure, seconds)`` of the tests against the copy at ``root``, with ``-x``:
+    the suite's (qualification/...) as a mutation run runs them, from the copy, since a process
+    multiprocessing spawns (a rank) imports with its parent's sys.path; then the others, from
+    this checkout."""
+    suite = [f"laya_qual/suite/{t.removeprefix(SUITE)}" for t in tests if t.startswith(SUITE)]
+    others = [t for t in tests if not t.startswith(SUITE)]
+    runs = [lambda: run_suite(root, seed=0, workers=0, tests=suite, timeout=timeout)] if suite else []
+    if others:
+        runs.append(lambda: _run_tests_dir(root, PROJECT / "tests", 0, timeout, tests=others))
+    seconds = 0.0
+    for run in runs:
+        r = run()
+        seconds += r.seconds
+        if r.outcome in ("failed", "timeout"):
+            return {"failed": "killed", "timeout": "timeout"}[r.outcome], r.first_failure, seconds
+    return "survived", None, seconds
 
 
 def main() -> int:
@@ -98,11 +89,10 @@ def main() -> int:
             root = copies.get()
             try:
                 (root / args.module).write_text(m.apply(source))
-                start = time.monotonic()
-                status, first = run_tests(root, args.tests, args.timeout)
+                status, first, seconds = run_tests(root, args.tests, args.timeout)
                 return {"key": m.key, "line": m.line, "operator": m.operator, "original": m.original,
                         "replacement": m.replacement, "status": status, "firstFailure": first,
-                        "seconds": round(time.monotonic() - start, 1)}
+                        "seconds": round(seconds, 1)}
             finally:
                 (root / args.module).write_text(source)
                 copies.put(root)
