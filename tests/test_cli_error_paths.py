@@ -277,10 +277,13 @@ def test_run_later_shard_whose_suite_pass_fails(clean_env, tmp_path):
     assert not out.exists()
 
 
-def test_run_plan_whose_collection_fails(clean_env):
-    """--plan collects the selection in a pytest of its own; when that fails, exit 1 says how to see why."""
-    refused(cli("run", "--plan", "--", BOGUS), 1,
-            "collecting the selection failed (pytest exit status 4); run "
+@pytest.mark.parametrize(("extra", "status"), [(BOGUS, 4), ("--version", 0)])
+def test_run_plan_whose_collection_fails(clean_env, extra, status):
+    """--plan collects the selection in a pytest of its own; when that fails, exit 1 says how to see why.
+    Failing is either: a pytest exit status other than 0, 1 or 5, or no listing written, which a
+    pytest that exits 0 without collecting (``--version``) leaves."""
+    refused(cli("run", "--plan", "--", extra), 1,
+            f"collecting the selection failed (pytest exit status {status}); run "
             "`python -m pytest -p laya_qual --laya-qualify --collect-only` to see why")
 
 

@@ -82,7 +82,6 @@ class Workspace:
 
 def prepare(exp: Experiment, root: Path, *, groups: list[tuple[int, ...]] | None = None) -> Workspace:
     """Commit parent, tokenizer, head replica and initial tail under root; build the microbatches."""
-    root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     cfg = exp.config
     parent = init_parent(cfg, exp.parent_seed)
