@@ -99,8 +99,9 @@ def main() -> None:
                         help="also time the pieces of one update in one process (prefix forward, train step, top ops)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    figures = bench(args.config, args.layout, updates=args.updates, microbatch=args.microbatch,
-                    microbatches=args.microbatches, device=args.device)
+    with Group(3, device=args.device, timeout_s=3600) as group:
+        figures = bench(args.config, args.layout, group=group, updates=args.updates, microbatch=args.microbatch,
+                        microbatches=args.microbatches, device=args.device)
     mib = 2 ** 20
     print(f"config {figures['config']} layout {figures['layout']}: {args.updates} updates, "
           f"microbatch {args.microbatch}, device {args.device}, bitwise equal: {figures['equal']} "

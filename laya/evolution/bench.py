@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-from contextlib import ExitStack
 from pathlib import Path
 
 from safetensors.torch import save as st_save
@@ -49,20 +48,18 @@ def _final_tail_digest(records: list[dict]) -> str:
     return sha256(st_save({k: v.contiguous() for k, v in records[-1]["params"].items()}))
 
 
-def bench(config_name: str, layout: str, *, updates: int, microbatch: int, microbatches: int, device: str,
-          certify: bool = True, group: Group | None = None, timeout_s: float = 3600) -> dict:
-    """Run both arms on a fresh workspace and report; the learner always gets a fresh process.
-
-    `group` reuses a started 3-rank group (its start-up is not part of any figure, but
-    its peak RSS then covers everything it ran before); default: a fresh one.
+def bench(config_name: str, layout: str, *, group: Group, updates: int, microbatch: int, microbatches: int,
+          device: str, certify: bool = True, timeout_s: float = 3600) -> dict:
+    """Run both arms on a fresh workspace and report: the kernel's on ``group``, a 3-rank group
+    (its start-up is not part of any figure, but its peak RSS covers everything it ran before);
+    the learner's always in a fresh process.
     """
     require_device(device)
     exp = Experiment(config=CONFIGS[config_name], layout=Layout(layout), updates=updates,
                      microbatch=microbatch, microbatches=microbatches, device=device)
     load_before = machine_load()
-    with tempfile.TemporaryDirectory(prefix="laya-bench-") as root, ExitStack() as stack:
-        group = group or stack.enter_context(Group(3, device=device, timeout_s=timeout_s))
-        local = stack.enter_context(Group(1, device=device, timeout_s=timeout_s))
+    with tempfile.TemporaryDirectory(prefix="laya-bench-") as root, \
+            Group(1, device=device, timeout_s=timeout_s) as local:
         result = run_arms(group, prepare(exp, Path(root)), certify=certify, learner_group=local,
                           timeout_s=timeout_s)
         baseline = [i["rss"] for i in group.start_info] + [local.start_info[0]["rss"]]
