@@ -11,6 +11,7 @@ stream(s) to the learner. The FLOP model counts one update per token as docs/evo
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -134,7 +135,8 @@ def test_plan_sets_the_predecessors_stream_beside_its_own(args, microbatch):
 @pytest.mark.laya_claim("learner.plan.storage")
 @pytest.mark.parametrize("layout", sorted(STREAMS))
 def test_a_written_packet_holds_the_planned_bytes(tmp_path_factory, layout):
-    """The tensor bytes of a packet the runtime writes equal the plan's per-packet figure."""
+    """The tensor bytes of a packet the runtime writes equal the plan's per-packet figure, and its
+    binding.json lists each stored stream's shape and dtype (docs/evolution.md)."""
     exp = Experiment(layout=Layout(layout), microbatch=3, microbatches=1, updates=1)
     ws = prepare(exp, Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp())))
     mb = ws.microbatches[0]
@@ -142,6 +144,8 @@ def test_a_written_packet_holds_the_planned_bytes(tmp_path_factory, layout):
     write_packet(ws.packet(0), expected_binding(ws, mb, tokenizer_digest=read_tokenizer_digest(ws.tokenizer_file),
                                                 head_state=load_file(ws.head_file)), streams)
     stored = load_file(ws.packet(0) / "features.safetensors")
+    listed = json.loads((ws.packet(0) / "binding.json").read_text())["streams"]
+    assert listed == {k: {"shape": list(t.shape), "dtype": str(t.dtype)} for k, t in stored.items()}, listed
     payload = sum(t.numel() * t.element_size() for t in stored.values())
     cfg = exp.config
     assert payload == STREAMS[layout] * 3 * cfg.seq_len * cfg.width * 4
