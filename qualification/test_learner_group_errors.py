@@ -14,6 +14,7 @@ Groups of 1 and 2 ranks keep the cost to one or two torch imports per start.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import multiprocessing as mp
 import os
@@ -86,6 +87,15 @@ def raise_unpicklable(rank: int) -> None:
 
 def in_a_process_group(rank: int) -> bool:
     return dist.is_initialized()
+
+
+def leave_slowly(rank: int, mark: str) -> None:
+    """Registers an exit handler that takes a second, then leaves a mark: only a worker that
+    ends by itself runs it to its end (SIGTERM's default action ends a process at once)."""
+    def finish() -> None:
+        time.sleep(1.0)
+        Path(mark).write_text(str(os.getpid()))
+    atexit.register(finish)
 
 
 class Mark:
@@ -210,6 +220,18 @@ def test_a_group_whose_private_directory_was_removed_under_it_still_closes(priva
     shutil.rmtree(private)
     group.close()
     assert gone(group.start_info[0]["pid"]) and not group.alive and list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.laya_claim("learner.group.errors")
+def test_a_graceful_close_lets_each_worker_end_by_itself(private_tmp, tmp_path_factory):
+    """close() asks each worker to leave and waits for it (up to 5 s) before stopping it: a
+    worker's own exit handlers run to their end, and it is gone when close() returns."""
+    mark = tmp_path_factory.mktemp("marks") / "exited"
+    group = Group(1, timeout_s=60.0)
+    group.run(leave_slowly, str(mark))
+    pid = group.start_info[0]["pid"]
+    group.close()
+    assert mark.read_text() == str(pid) and gone(pid) and list(private_tmp.iterdir()) == []
 
 
 @pytest.mark.laya_claim("learner.group.errors")
