@@ -9,6 +9,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from laya_qual import coverage_run
 from laya_qual.coverage_run import (CONTEXT_MODULE, CONTEXT_PLUGIN, combine, contexts, exclusions, figures,
                                     pytest_args, rcfile, relocate)
-from laya_qual.mutation import code_digests
+from laya_qual.mutation import MutationError, build_root, code_digests
 from laya_qual.suite_figures import coverage
 
 PRAGMA = "# pragma" ": no cover"  # spelled apart: this file is no measured package, but stay safe
@@ -605,4 +606,20 @@ def test_a_pragma_without_its_reason_stops_the_run_before_the_suite(tmp_path, mo
         coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "c.json")
     assert str(refused.value) == ("no-cover pragmas without a reason (write one after a dash): "
                                   "laya/a.py:1, laya_qual/c.py:3")
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_a_copy_the_install_shadows_stops_the_run_before_the_suite(tmp_path, monkeypatch):
+    """The suite must measure the copy it made: when a child would import a package from
+    elsewhere (here the copy lacks `laya`, so the install answers), the run stops naming that
+    package's file, before the suite starts."""
+    def build_without_laya(dest, layout):
+        root = build_root(dest, layout)
+        shutil.rmtree(root / "laya")
+        return root
+
+    monkeypatch.setattr(coverage_run, "build_root", build_without_laya)
+    monkeypatch.setattr(coverage_run, "run_suite", lambda *a, **kw: pytest.fail("the suite ran"))
+    with pytest.raises(MutationError, match=r"the isolated copy does not shadow the install: \{'laya': '"):
+        coverage_run.measure(hypothesis_seed=0, workers=0, output=tmp_path / "c.json")
     assert not (tmp_path / "c.json").exists()

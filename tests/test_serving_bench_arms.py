@@ -8,8 +8,8 @@ import torch
 
 import laya
 from laya_qual.serving_bench import (STATES_TOLERANCE, ArmsDisagree, BatchWorkload, batch_arms, missing_peers,
-                                     mixed_length_items, onnxruntime_session, require_laya_states)
-from laya_qual.synth import write_artifact
+                                     mixed_length_items, onnxruntime_session, overhead_arms, require_laya_states)
+from laya_qual.synth import copy_with_weights_edit, write_artifact
 
 REQUESTS, BATCH_SIZE = 6, 4  # two batches, the second shorter
 
@@ -121,6 +121,22 @@ def test_a_bare_forward_that_predicts_differently_is_refused_before_timing(head_
     monkeypatch.setattr(serving_bench, "Encoder", OffEncoder)
     with pytest.raises(ArmsDisagree, match="Adapters.predict and the bare torch forward differ"):
         serving_bench.overhead_arms(head_dir, request)
+
+
+def test_the_bare_arm_adds_each_tasks_readout_bias(head_dir, tmp_path):
+    """A task's bias shifts all its option logits alike, which the softmax undoes up to
+    rounding. Biases of the logits' own size make that rounding show (a large one such as 1000
+    would not: x + b and x - b then round on the same grid), so a bare arm that subtracted the
+    bias or left it out is refused, and this one agrees with Adapters.predict bitwise."""
+    def large_biases(tensors: dict[str, torch.Tensor]) -> None:
+        tasks = len(tensors["readout.bias"])
+        tensors["readout.bias"] = torch.tensor([0.75, -1.3]).repeat(tasks)[:tasks]
+
+    biased = copy_with_weights_edit(head_dir, tmp_path / "biased", "head_weights", large_biases)
+    base = laya.load_artifact_base(biased)
+    for _, request in mixed_length_items(laya.open_adapters({"h": biased}, base=base).heads, 3, seed=4):
+        arms, _ = overhead_arms(biased, request)
+        assert torch.equal(arms["bare"](), torch.tensor(arms["laya"]().probabilities))
 
 
 def test_side_by_side_gives_each_arms_median_of_its_own_durations(monkeypatch):
