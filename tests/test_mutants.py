@@ -565,6 +565,28 @@ def test_a_project_test_run_past_its_timeout_is_killed_with_its_process_group(tm
             raise AssertionError(f"the hung test's child {pid} outlived the timeout")
 
 
+
+@pytest.mark.parametrize("extra, outcome, status", [
+    (("-k", "green"), "passed", 0),
+    (("-k", "no_such_test"), "passed", 5),          # nothing selected catches nothing
+    (("-k", "green", "--no-such-option"), "failed", 4),  # a usage error is no pass
+    (("-k", "red"), "failed", 1),
+])
+def test_a_project_test_run_passes_on_status_0_or_5_only(tmp_path, extra, outcome, status):
+    """pytest's exit status decides: 0 (all passed) and 5 (no test selected) pass; a failure
+    (1) and a usage error (4) are failures, the latter named by its status."""
+    from laya_qual.mutant_run import _run_tests_dir
+
+    tests = tmp_path / "project" / "tests"
+    tests.mkdir(parents=True)
+    (tests.parent / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (tests / "test_two.py").write_text("def test_green():\n    pass\n\n\ndef test_red():\n    assert False\n")
+    (tmp_path / "root").mkdir()
+    r = _run_tests_dir(tmp_path / "root", tests, 0, 120.0, extra=extra)
+    assert (r.outcome, r.returncode) == (outcome, status), r.output
+    if status == 4:
+        assert r.first_failure == "pytest exit status 4"
+
 RED_UNDER_COVERAGE = """
 import coverage
 import laya
