@@ -312,6 +312,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "left out when required, and any unknown field, gets an error object naming that field while "
           "the other lines of its chunk are served as alone; a line with its optional state, without it "
           "and with `\"state\": null` is served as the request with and without the state."),
+    Claim("jsonl.chunks",
+          "`laya predict --batch-size N` reads its input in consecutive chunks of up to N lines, a blank "
+          "line counting as a line, and a chunk never waits for a line that has not arrived: from a real "
+          "pipe whose writer stays open, the lines written so far come at once as groups of N, the last "
+          "group shorter; a last line without its newline, then the end of input, is a chunk of its own."),
     Claim("jsonl.command",
           "`laya predict` exits 0 when every line was served and with --allow-errors when some "
           "failed (the same output lines, the failed count on stderr), 1 naming the path when the "
