@@ -435,6 +435,18 @@ def test_suite_test_ids_do_not_depend_on_how_the_suite_was_started(pytester, key
         assert [e["test"] for e in by_id(laya)["cache.eviction"]["evidence"]] == [machine]
 
 
+def signing_facts(key, *, development: bool) -> dict:
+    """The predicate's `signing` as docs/report-format.md writes it for an Ed25519 key: the keyid
+    is the sha256 of the canonical JSON key dict, computed here from the public key file."""
+    from cryptography.hazmat.primitives import serialization
+
+    public = serialization.load_pem_public_key(key.with_name(key.name + ".pub").read_bytes())
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+    key_dict = {"keytype": "ed25519", "keyval": {"public": raw}, "scheme": "ed25519"}
+    keyid = hashlib.sha256(json.dumps(key_dict, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return {"keyid": keyid, "keytype": "ed25519", "scheme": "ed25519", "developmentKey": development}
+
+
 @pytest.mark.laya_claim("report.signature")
 def test_development_key_is_recorded(pytester, monkeypatch, tmp_path):
     from laya_qual.signing import dev_key_path
@@ -446,10 +458,9 @@ def test_development_key_is_recorded(pytester, monkeypatch, tmp_path):
     keygen(other)
     pytester.makepyfile(SIMPLE)
     _, _, laya = run(pytester, other)  # a machine with no development key at all
-    assert laya["predicate"]["signing"]["developmentKey"] is False and not dev.exists()
+    assert laya["predicate"]["signing"] == signing_facts(other, development=False) and not dev.exists()
     keygen(dev)
     _, _, laya = run(pytester, dev)
-    signing = laya["predicate"]["signing"]
-    assert signing["developmentKey"] is True and signing["keytype"] == "ed25519"
+    assert laya["predicate"]["signing"] == signing_facts(dev, development=True)
     _, _, laya = run(pytester, other)
     assert laya["predicate"]["signing"]["developmentKey"] is False
