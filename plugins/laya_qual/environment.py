@@ -23,9 +23,11 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def cpu_model() -> str:
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The first `model name` of ``cpuinfo`` (everything after its first colon), else what
+    the platform module says."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in cpuinfo.read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:
