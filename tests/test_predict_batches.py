@@ -2,9 +2,10 @@
 input read at most one chunk (plus one read) ahead.
 
 The property that any chunking serves every line exactly as one line at a time is a
-shipped claim (qualification/test_jsonl.py); these tests are about reading: a real
-`laya predict` answering a client line by line over pipes, the chunks cut from a real
-pipe, and an endless stream served chunk by chunk.
+shipped claim (qualification/test_jsonl.py), and so is how chunks are cut from a real pipe
+(qualification/test_jsonl_chunks.py); these tests are about serving while reading: a real
+`laya predict` answering a client line by line over pipes, and an endless stream served
+chunk by chunk.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import select
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 import laya
 from laya.cli import main as laya_main
-from laya.jsonl import _READ_SIZE, predict_chunks, read_chunks
+from laya.jsonl import _READ_SIZE, predict_chunks
 from laya_qual.synth import write_artifact
 
 DEADLINE_S = 120.0  # turns a hang into a failure; not a speed claim
@@ -80,28 +80,6 @@ def test_a_client_is_answered_before_its_chunk_fills(artifact):
         alone = adapters.predict("a", laya.Request.from_json({k: v for k, v in json.loads(request_line(i)).items()
                                                               if k != "adapter"}))
         assert [p.hex() for p in o["prediction"]["probabilities"]] == [p.hex() for p in alone.probabilities]
-
-
-def test_chunks_from_a_pipe_take_what_has_arrived():
-    """Ten lines in a real pipe, chunks of 4: 4, 4, then the 2 that are there, without
-    waiting; a line sent later, with the end, is its own chunk."""
-    read_end, write_end = os.pipe()
-    lines = [request_line(i) for i in range(11)]
-    os.write(write_end, b"".join(lines[:10]))
-    got: list[list[bytes]] = []
-    with open(read_end, "rb") as source:
-        chunks = read_chunks(source, 4)
-        taker = threading.Thread(target=lambda: got.extend(itertools.islice(chunks, 3)), daemon=True)
-        taker.start()
-        taker.join(DEADLINE_S)
-        alive = taker.is_alive()
-        os.write(write_end, lines[10])
-        os.close(write_end)  # also frees a reader that waited (wrongly) for more lines
-        taker.join(DEADLINE_S)
-        assert not alive, "the third chunk waited for lines that had not arrived"
-        bare = [line.removesuffix(b"\n") for line in lines]  # each line without its newline
-        assert got == [bare[:4], bare[4:8], bare[8:10]]
-        assert list(chunks) == [bare[10:]]
 
 
 class Endless(io.RawIOBase):

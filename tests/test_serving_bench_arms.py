@@ -128,11 +128,11 @@ def test_the_bare_arm_adds_each_tasks_readout_bias(head_dir, tmp_path):
     rounding. Biases of the logits' own size make that rounding show (a large one such as 1000
     would not: x + b and x - b then round on the same grid), so a bare arm that subtracted the
     bias or left it out is refused, and this one agrees with Adapters.predict bitwise."""
-    def large_biases(tensors: dict[str, torch.Tensor]) -> None:
+    def biases_of_the_logits_size(tensors: dict[str, torch.Tensor]) -> None:
         tasks = len(tensors["readout.bias"])
         tensors["readout.bias"] = torch.tensor([0.75, -1.3]).repeat(tasks)[:tasks]
 
-    biased = copy_with_weights_edit(head_dir, tmp_path / "biased", "head_weights", large_biases)
+    biased = copy_with_weights_edit(head_dir, tmp_path / "biased", "head_weights", biases_of_the_logits_size)
     base = laya.load_artifact_base(biased)
     for _, request in mixed_length_items(laya.open_adapters({"h": biased}, base=base).heads, 3, seed=4):
         arms, _ = overhead_arms(biased, request)
