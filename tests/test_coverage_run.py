@@ -351,6 +351,7 @@ def _results(tmp_path: Path, **changes) -> Path:
     result = {"format": coverage_run.FORMAT, "code": code_digests(), "hypothesisSeed": 7, "maxWorkers": 2,
               "scope": [], "complete": True, "coveragePy": "7.17.5", "branch": True, "patch": ["subprocess", "_exit"],
               "benchmarks": "excluded", "contexts": {"tests": 500, "testsWithSubprocesses": 12},
+              "redOnlyUnderCoverage": ["t.py::test_a_signal_in_time"],
               "dataFile": "c.coverage", "dataDigest": coverage_run.sha256(tmp_path / "c.coverage"),
               "packages": {"laya": {"files": 40, "statements": {"covered": 900, "total": 1000},
                                     "branches": {"covered": 300, "total": 400},
@@ -376,6 +377,11 @@ def test_coverage_is_refused_unless_measured_on_this_code_whole(tmp_path):
     assert {k: figure[k] for k in ("hypothesisSeed", "coveragePy", "branch", "patch", "benchmarks", "tests")} == {
         "hypothesisSeed": 7, "coveragePy": "7.17.5", "branch": True, "patch": ["subprocess", "_exit"],
         "benchmarks": "excluded", "tests": 500}
+    assert figure["redOnlyUnderCoverage"] == ["t.py::test_a_signal_in_time"]
+    older = json.loads(_results(tmp_path).read_text())  # measured before the allowance: it allowed none
+    del older["redOnlyUnderCoverage"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert coverage(tmp_path / "older.json", **mine)["redOnlyUnderCoverage"] == []
     with pytest.raises(pytest.UsageError, match="measured on runtime dirHash 0+, .*rerun laya-qual coverage"):
         coverage(_results(tmp_path, code={**digests, "runtime": "0" * 64}), **mine)
     with pytest.raises(pytest.UsageError, match="suite/harness"):
@@ -423,6 +429,7 @@ def test_report_carries_the_coverage_and_show_prints_it(tmp_path):
             "80.0% / 62.5%") in shown.output
     assert "coverage  laya_qual: statements 80/100 (80.0%), branches 30/50 (60.0%)" in shown.output
     assert "500 tests (12 with subprocesses), 1 exclusions with reasons" in shown.output
+    assert "red only under coverage (green without it): t.py::test_a_signal_in_time\n" in shown.output
 
 
 def coverage_command(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -567,6 +574,54 @@ def test_a_suite_red_under_coverage_gives_the_end_of_its_output(tmp_path, monkey
     assert not (tmp_path / "c.json").exists()
 
 
+def _red_under_coverage_then(again: str, calls: list[dict]):
+    """A stand-in for the suite: under coverage it leaves a data file and records
+    ``t.py::test_signal`` failed (as the context plugin does) and ``t.py::test_other`` passed,
+    and fails; run again on named tests it gives ``again``."""
+    from laya_qual.mutation import RunResult
+
+    leave = _run_suite_leaving({None: ("t.py::test_signal|run", 1)})
+
+    def run_suite(root: Path, **kwargs) -> RunResult:
+        calls.append(kwargs)
+        if kwargs.get("tests"):
+            return RunResult(again, None if again == "passed" else kwargs["tests"][0], 2.0, 0, "rerun output")
+        leave(root, **kwargs)
+        [rc] = [Path(a.partition("=")[2]) for a in kwargs["extra"] if a.startswith("--cov-config=")]
+        data_dir = Path(re.search(r"^data_file = (.*)$", rc.read_text(), re.M)[1]).parent
+        (data_dir / "runs-1.json").write_text(json.dumps({"t.py::test_signal": {"seconds": 17.2, "failed": True},
+                                                          "t.py::test_other": {"seconds": 1.0, "failed": False}}))
+        return RunResult("failed", "t.py::test_signal", 20.0, 1, "red under coverage")
+    return run_suite
+
+
+@pytest.mark.parametrize("again", ["passed", "failed"])
+def test_a_test_red_only_under_coverage_is_named_and_one_red_without_it_gives_no_figure(tmp_path, monkeypatch,
+                                                                                       again):
+    """The tests a run under coverage recorded as failed are run again without it (the
+    same Hypothesis seed, in one process, those tests alone): green, the figure stands and
+    the results name them; red there too, no figure, naming the failure of the run again."""
+    calls, said = [], []
+    monkeypatch.setattr(coverage_run, "run_suite", _red_under_coverage_then(again, calls))
+    out = tmp_path / "c.json"
+    if again == "failed":
+        with pytest.raises(coverage_run.CoverageError) as refused:
+            coverage_run.measure(hypothesis_seed=5, workers=2, output=out, progress=said.append)
+        assert str(refused.value).startswith("the suite is not green under coverage (failed: t.py::test_signal); "
+                                             "no figure\nrerun output"), str(refused.value)
+        assert not out.exists()
+    else:
+        result = coverage_run.measure(hypothesis_seed=5, workers=2, output=out, progress=said.append)
+        assert result["redOnlyUnderCoverage"] == ["t.py::test_signal"]
+        assert json.loads(out.read_text())["redOnlyUnderCoverage"] == ["t.py::test_signal"]
+        assert result["suiteSeconds"] == 20.0  # the measured run's, not the run again's
+    first, rerun = calls
+    assert "--cov-branch" in first["extra"] and not first.get("tests")
+    assert (rerun["tests"], rerun["seed"], rerun["workers"], rerun["exitfirst"], rerun.get("extra", ())) == (
+        ["t.py::test_signal"], 5, 0, False, ())
+    assert f"1 of the suite red under coverage; without it: {again}" in said
+
+
 def test_the_coverage_command_makes_the_folders_of_its_output(tmp_path, monkeypatch):
     """`laya-qual coverage --output` into folders that do not exist yet: they are made; its progress
     lines go to stderr, stamped; without --hypothesis-seed the seed is drawn from [0, 2**31)."""
@@ -581,7 +636,8 @@ def test_the_coverage_command_makes_the_folders_of_its_output(tmp_path, monkeypa
         progress("a step")
         output.write_text("{}\n")
         return {"packages": {}, "files": {}, "exclusions": [], "contexts": {"tests": 0, "testsWithSubprocesses": 0},
-                "suiteSeconds": 1.0, "wallSeconds": 2.0, "dataDigest": "0" * 64}
+                "suiteSeconds": 1.0, "wallSeconds": 2.0, "dataDigest": "0" * 64,
+                "redOnlyUnderCoverage": ["t.py::test_a_signal_in_time"]}
 
     monkeypatch.setattr(coverage_run, "measure", measure)
     out = tmp_path / "a" / "b" / "c.json"
@@ -590,6 +646,7 @@ def test_the_coverage_command_makes_the_folders_of_its_output(tmp_path, monkeypa
     assert out.read_text() == "{}\n" and f"results: {out}" in result.output
     assert re.search(r"^\[laya-qual coverage \d\d:\d\d:\d\d\] a step$", result.stderr, re.M)  # progress on stderr
     assert "a step" not in result.stdout
+    assert "red only under coverage (green run again without it): t.py::test_a_signal_in_time\n" in result.stdout
     monkeypatch.setattr(secrets, "randbelow", lambda bound: bound - 1)  # no --hypothesis-seed: one from [0, 2**31)
     assert CliRunner().invoke(main, ["coverage", "-n", "0", "--output", str(out)]).exit_code == 0
     assert [run["hypothesis_seed"] for run in runs] == [0, 2**31 - 1]

@@ -191,13 +191,10 @@ class SampleRun:
         rc.write_text(coverage_run.rcfile(data, root))
         self.progress(f"baseline: {name} under coverage (a context per test, subprocesses included), "
                       f"-n {self.workers}")
-        r = run(root, coverage_run.pytest_args(rc))
+        r, red = coverage_run.green_without_coverage(run(root, coverage_run.pytest_args(rc)), data_dir,
+                                                     lambda tests: rerun(root, tests), name,
+                                                     lambda line: self.progress(f"baseline: {line}"))
         runs = coverage_run.recorded_runs(data_dir)  # by node id, as a stage names the tests it runs
-        red = sorted(t for t, recorded in runs.items() if recorded["failed"]) if r.outcome == "failed" else []
-        if r.outcome == "failed" and red:
-            again = rerun(root, red)
-            self.progress(f"baseline: {len(red)} of {name} red under coverage; without it: {again.outcome}")
-            r = again if again.outcome != "passed" else dataclasses.replace(r, outcome="passed")
         if r.outcome != "passed":
             self.progress(f"baseline: {name} is red ({r.outcome}); the end of its output:\n{r.output[-4000:]}")
             raise BaselineRed({"baseline": {"runs": [{"seed": self.hypothesis_seed, "verdict": "red", "of": name,

@@ -119,6 +119,7 @@ def coverage(path: str | Path, *, runtime: str, harness: dict) -> dict:
             "dataDigest": digest, "hypothesisSeed": result["hypothesisSeed"], "coveragePy": result["coveragePy"],
             "branch": result["branch"], "patch": result["patch"], "benchmarks": result["benchmarks"],
             "tests": result["contexts"]["tests"], "testsWithSubprocesses": result["contexts"]["testsWithSubprocesses"],
+            "redOnlyUnderCoverage": result.get("redOnlyUnderCoverage", []),  # absent: a run that allowed none
             "exclusions": [{k: e[k] for k in ("file", "line", "kind", "reason")} for e in result["exclusions"]]}
 
 
@@ -133,4 +134,6 @@ def coverage_line(predicate: dict) -> list[str]:
     lines.append(f"            branch mode, subprocesses measured; {c['tests']} tests "
                  f"({c['testsWithSubprocesses']} with subprocesses), {len(c['exclusions'])} exclusions with reasons; "
                  f"data sha256:{c['dataDigest'][:16]}")
+    if c.get("redOnlyUnderCoverage"):
+        lines.append(f"            red only under coverage (green without it): {', '.join(c['redOnlyUnderCoverage'])}")
     return lines
