@@ -235,6 +235,24 @@ def test_a_graceful_close_lets_each_worker_end_by_itself(private_tmp, tmp_path_f
 
 
 @pytest.mark.laya_claim("learner.group.errors")
+def test_a_group_whose_worker_died_between_jobs_still_closes_gracefully(private_tmp, tmp_path_factory):
+    """A worker may die between jobs (here killed from outside the group): close() raises nothing,
+    still lets the living worker end by itself, and leaves no process and no private directory."""
+    mark = tmp_path_factory.mktemp("marks") / "exited"
+    group = Group(2, timeout_s=60.0)
+    group.run(leave_slowly, str(mark), ranks=[1])
+    dead, living = (group.start_info[rank]["pid"] for rank in (0, 1))
+    os.kill(dead, signal.SIGKILL)
+    deadline = time.monotonic() + 10.0
+    while group.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not group.alive, "the killed worker still runs"
+    group.close()
+    assert mark.read_text() == str(living), "the living worker did not end by itself"
+    assert gone(dead) and gone(living) and list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.laya_claim("learner.group.errors")
 def test_when_every_rank_lost_its_peers_the_first_to_lose_them_is_named(pair):
     """Only communication errors arrive, no death and no rank's own error: the rank whose
     wait failed first is named (rank 1 here, not the lowest rank), with its own traceback."""
