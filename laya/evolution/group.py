@@ -134,7 +134,8 @@ def _serve(rank: int, world: int, device: str, directory: str, conn, timeout_s: 
         _send_error(conn, rank, e)
         try:
             conn.recv_bytes()  # stay until stopped: exiting now would read as the cause
-        except (EOFError, OSError):
+        except (EOFError, OSError):  # pragma: no cover — defensive: the orchestrator stops this worker as soon as
+            # it reads the error; the pipe closes first only if the orchestrator dies in between
             pass
         return
     conn.send_bytes(_dumps(("ok", {"pid": os.getpid(), "rss": peak_rss_bytes()})))
