@@ -683,8 +683,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "unavailable, within the timeout plus the dump and shutdown allowances, no process or private "
           "directory left; a group whose private directory was removed under it (a temporary-files "
           "cleaner) still closes, its workers gone; a graceful close asks each worker to leave and waits "
-          "up to 5 s for it to end by itself, so the worker's own exit handlers run to their end, and "
-          "one of whose workers died between jobs raises nothing and still lets the living ones end so; a 1-rank "
+          "up to 5 s for it to end by itself, so the worker's own exit handlers run to their end; closing "
+          "a group one of whose workers died between jobs raises nothing and lets the living ones end so; "
+          "a 1-rank "
           "group runs its startup hook, then its jobs "
           "without a process group, and its worker exits by itself with status 0 when the "
           "orchestrator's end of its pipe closes."),

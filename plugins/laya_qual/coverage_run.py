@@ -345,7 +345,7 @@ def recorded_runs(data_dir: Path) -> dict[str, dict]:
 def green_without_coverage(r: RunResult, data_dir: Path, rerun: Callable[[list[str]], RunResult],
                            name: str, progress: Callable[[str], None]) -> tuple[RunResult, list[str]]:
     """``(result, red)`` of a run under coverage. Coverage slows the processes it measures (and
-    its SIGTERM handler waits for a measured process blocked in C code), so a test that bounds
+    its SIGTERM handler cannot run while a measured process is blocked in C code), so a test that bounds
     how long a signal to a process takes can be red under coverage alone. When every test the
     run recorded as failed passes run again without coverage (``rerun``), the run counts as
     green and ``red`` names those tests (what they executed was measured all the same);
