@@ -661,6 +661,9 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
         "killed", "tests/", False, True)
     assert [(s["stage"], s["outcome"], s.get("tests")) for s in record["stages"]] == [
         ("not executed by the suite", "not run", None), ("tests/", "failed", 1)]
+    failure = record["stages"][-1]["failure"]  # what the killing test's failure said, kept with the stage
+    assert re.fullmatch(r"E +laya_qual.shards.ShardError: --laya-shard '5/5': .*\nlaya_qual/shards.py:\d+: ShardError",
+                        failure), failure
     # a line only an unmeasured subprocess ran: every project test runs against it, and one kills it
     assert (unseen_record["status"], unseen_record["killedBy"], unseen_record["executed"],
             unseen_record["executedByTests"]) == ("killed", "tests/", False, False)
@@ -794,9 +797,10 @@ def test_a_stage_records_its_seconds_to_a_tenth():
     from laya_qual.mutation import RunResult
 
     stage = _stage("covering tests", RunResult("failed", "t::x", 12.3456, 1, "output"), 4)
-    assert stage == {"stage": "covering tests", "outcome": "failed", "firstFailure": "t::x", "seconds": 12.3,
-                     "tests": 4}
-    assert "tests" not in _stage("suite", RunResult("passed", None, 0.04, 0, ""))
+    assert stage == {"stage": "covering tests", "outcome": "failed", "firstFailure": "t::x",
+                     "failure": None, "seconds": 12.3, "tests": 4}  # output without a failure report
+    assert _stage("suite", RunResult("passed", None, 0.04, 0, "")).keys() == {"stage", "outcome", "firstFailure",
+                                                                             "seconds"}
 
 
 def test_a_sampled_run_gets_its_time_box_in_seconds_and_a_random_hypothesis_seed_below_2_31(tmp_path, monkeypatch):

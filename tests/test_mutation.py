@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -241,6 +242,73 @@ def test_a_run_started_with_sigint_ignored_gives_its_children_sigint_back():
              "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip())\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True", out.stderr
+
+
+FAILING = """
+import os
+
+import pytest
+
+
+def test_passes():
+    pass
+
+
+def test_lists():
+    assert [1, 2] == [1, 3], "lists differ"
+
+
+def test_crashes():
+    os._exit(3)
+
+
+@pytest.fixture
+def broken():
+    raise OSError("no such device")
+
+
+def test_needs_broken(broken):
+    pass
+
+
+def test_long():
+    assert "x" * 2000 == "y"
+"""
+
+
+@pytest.mark.parametrize("test, workers, said", [
+    ("test_lists", 0, r"E +AssertionError: lists differ\nE +assert \[1, 2\] == \[1, 3\]\n(E .*\n)*"
+                      r"test_failing.py:12: AssertionError"),
+    ("test_needs_broken", 0, r"E +OSError: no such device\ntest_failing.py:\d+: OSError"),
+    ("test_crashes", 2, r"worker 'gw\d' crashed while running 'test_failing.py::test_crashes'"),
+    ("test_passes", 0, None),
+])
+def test_a_stage_keeps_what_its_first_failure_said(tmp_path, test, workers, said):
+    """failure_excerpt reads a real pytest run's report of its first failure: an assertion's
+    E lines and where it was raised; a fixture's error (the ERRORS section) likewise; an xdist
+    worker that crashed, the line xdist writes for it; a green run, nothing."""
+    from laya_qual.mutation import failure_excerpt
+
+    (tmp_path / "test_failing.py").write_text(FAILING)
+    output = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:randomly", "-p",
+                             "no:cacheprovider", "-n", str(workers), f"test_failing.py::{test}"],
+                            cwd=tmp_path, capture_output=True, text=True, env=top_level_env()).stdout
+    excerpt = failure_excerpt(output)
+    if said is None:
+        assert excerpt is None, output
+    else:
+        assert excerpt is not None and re.fullmatch(said, excerpt), (excerpt, output)
+
+
+def test_a_long_failure_is_kept_to_its_first_characters(tmp_path):
+    from laya_qual.mutation import EXCERPT_CHARS, failure_excerpt
+
+    (tmp_path / "test_failing.py").write_text(FAILING)
+    output = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-vv", "-p", "no:randomly", "-p",
+                             "no:cacheprovider", "-n", "0", "test_failing.py::test_long"],
+                            cwd=tmp_path, capture_output=True, text=True, env=top_level_env()).stdout
+    excerpt = failure_excerpt(output)
+    assert len(excerpt) == EXCERPT_CHARS and excerpt.endswith("…") and excerpt.startswith("E       AssertionError")
 
 
 def test_the_failures_are_read_from_the_short_summary_alone():

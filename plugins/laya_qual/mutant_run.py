@@ -40,8 +40,8 @@ from pathlib import Path
 from laya_qual import coverage_run
 from laya_qual.mutants import Mutant
 from laya_qual.mutation import (BaselineRed, MutationError, RunResult, build_root, check_shadowing, child_env,
-                                WHOLE_RUN_TIMEOUT_S, code_digests, deliverable_sigint, failures, installed_layout,
-                                run_suite)
+                                WHOLE_RUN_TIMEOUT_S, code_digests, deliverable_sigint, failure_excerpt, failures,
+                                installed_layout, run_suite)
 
 FORMAT = "laya-qual-mutant-sample-v1"
 CONFIDENCE = 0.95
@@ -437,8 +437,11 @@ def _verdict(stage: dict) -> str | None:
 
 
 def _stage(name: str, r: RunResult, tests: int | None = None) -> dict:
-    return {"stage": name, "outcome": r.outcome, "firstFailure": r.first_failure, "seconds": round(r.seconds, 1),
-            **({"tests": tests} if tests is not None else {})}
+    """A stage's record; a failed one keeps what its first failure said (``failure``), so a kill
+    no one expected can be read afterwards."""
+    return {"stage": name, "outcome": r.outcome, "firstFailure": r.first_failure,
+            **({"failure": failure_excerpt(r.output)} if r.outcome == "failed" else {}),
+            "seconds": round(r.seconds, 1), **({"tests": tests} if tests is not None else {})}
 
 
 def _run_tests_dir(root: Path, tests_dir: Path, workers: int, timeout: float, *, tests: Sequence[str] = (),

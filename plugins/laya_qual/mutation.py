@@ -47,6 +47,11 @@ LAYOUT = {"laya": "laya", "laya_qual": "laya_qual", "laya_qual.suite": "laya_qua
 _IGNORE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".hypothesis", "*.pyc")
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)", re.MULTILINE)
 _SUMMARY_HEADER = " short test summary info "
+_REPORTS_HEADER = re.compile(r"^=+ (?:FAILURES|ERRORS) =+$", re.MULTILINE)
+_REPORT_TITLE = re.compile(r"^_{3,} \S.*? _{3,}$", re.MULTILINE)
+_LOCATION = re.compile(r"^\S+:\d+: ")
+# The most of a failure's report a record keeps.
+EXCERPT_CHARS = 800
 
 
 def failures(output: str) -> list[str]:
@@ -54,6 +59,28 @@ def failures(output: str) -> list[str]:
     order; only that last section is read, so a FAILED line an inner pytest run printed
     into a test's captured output is not taken for one of this run's."""
     return [m.group(2) for m in _SUMMARY.finditer(output.rpartition(_SUMMARY_HEADER)[2])]
+
+
+def failure_excerpt(output: str) -> str | None:
+    """What a pytest run's first failure report says, for a record to keep: its ``E`` lines
+    and the ``file:line`` that follows them, or, in a report without them (an xdist worker
+    that crashed), its lines but the worker's header; at most EXCERPT_CHARS. None when the
+    output holds no FAILURES or ERRORS section."""
+    header = _REPORTS_HEADER.search(output)
+    if header is None:
+        return None
+    first = _REPORT_TITLE.split(output[header.end():], maxsplit=2)[1:2]
+    lines = first[0].split("\n=")[0].splitlines() if first else []
+    said = [line for line in lines if line.startswith("E ")]
+    if said:
+        end = max(i for i, line in enumerate(lines) if line.startswith("E "))
+        said += [line for line in lines[end + 1:] if _LOCATION.match(line)][:1]
+    else:
+        said = [line for line in lines if line.strip() and not re.match(r"\[gw\d+\] ", line)]
+    text = "\n".join(said)
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1] + "…"
+
+
 # A kill needs one failing example, not the smallest: the suite's default profile without shrinking.
 _PROFILE_MODULE = "laya_qual_mutate_profile"
 _PROFILE = '''"""Loaded by laya-qual mutate runs (-p): the suite's profile without the shrink phase."""
