@@ -276,6 +276,14 @@ def test_long():
 """
 
 
+def failing_run(tmp_path: Path, test: str, *options: str) -> str:
+    """The output of a real pytest run of one test of FAILING, as a mutation stage runs it (-q -rfE)."""
+    (tmp_path / "test_failing.py").write_text(FAILING)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:randomly", "-p",
+                           "no:cacheprovider", *options, f"test_failing.py::{test}"],
+                          cwd=tmp_path, capture_output=True, text=True, env=top_level_env()).stdout
+
+
 @pytest.mark.parametrize("test, workers, said", [
     ("test_lists", 0, r"E +AssertionError: lists differ\nE +assert \[1, 2\] == \[1, 3\]\n(E .*\n)*"
                       r"test_failing.py:12: AssertionError"),
@@ -289,10 +297,7 @@ def test_a_stage_keeps_what_its_first_failure_said(tmp_path, test, workers, said
     worker that crashed, the line xdist writes for it; a green run, nothing."""
     from laya_qual.mutation import failure_excerpt
 
-    (tmp_path / "test_failing.py").write_text(FAILING)
-    output = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:randomly", "-p",
-                             "no:cacheprovider", "-n", str(workers), f"test_failing.py::{test}"],
-                            cwd=tmp_path, capture_output=True, text=True, env=top_level_env()).stdout
+    output = failing_run(tmp_path, test, "-n", str(workers))
     excerpt = failure_excerpt(output)
     if said is None:
         assert excerpt is None, output
@@ -303,11 +308,7 @@ def test_a_stage_keeps_what_its_first_failure_said(tmp_path, test, workers, said
 def test_a_long_failure_is_kept_to_its_first_characters(tmp_path):
     from laya_qual.mutation import EXCERPT_CHARS, failure_excerpt
 
-    (tmp_path / "test_failing.py").write_text(FAILING)
-    output = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfE", "-vv", "-p", "no:randomly", "-p",
-                             "no:cacheprovider", "-n", "0", "test_failing.py::test_long"],
-                            cwd=tmp_path, capture_output=True, text=True, env=top_level_env()).stdout
-    excerpt = failure_excerpt(output)
+    excerpt = failure_excerpt(failing_run(tmp_path, "test_long", "-vv", "-n", "0"))
     assert len(excerpt) == EXCERPT_CHARS and excerpt.endswith("…") and excerpt.startswith("E       AssertionError")
 
 

@@ -342,16 +342,15 @@ def recorded_runs(data_dir: Path) -> dict[str, dict]:
     return runs
 
 
-def green_without_coverage(r: RunResult, data_dir: Path, rerun: Callable[[list[str]], RunResult],
+def green_without_coverage(r: RunResult, runs: dict[str, dict], rerun: Callable[[list[str]], RunResult],
                            name: str, progress: Callable[[str], None]) -> tuple[RunResult, list[str]]:
     """``(result, red)`` of a run under coverage. Coverage slows the processes it measures (and
-    its SIGTERM handler cannot run while a measured process is blocked in C code), so a test that bounds
-    how long a signal to a process takes can be red under coverage alone. When every test the
-    run recorded as failed passes run again without coverage (``rerun``), the run counts as
-    green and ``red`` names those tests (what they executed was measured all the same);
-    otherwise the result is the run again's, or the run's own when no test recorded a failure
-    (a collection error, a timeout): red either way."""
-    runs = recorded_runs(data_dir)
+    its SIGTERM handler cannot run while a measured process is blocked in C code), so a test
+    that bounds how long a signal to a process takes can be red under coverage alone. When
+    every test the run recorded as failed (``runs``, from ``recorded_runs``) passes run again
+    without coverage (``rerun``), the run counts as green and ``red`` names those tests (what
+    they executed was measured all the same); otherwise the result is the run again's, or the
+    run's own when no test recorded a failure (a collection error, a timeout): red either way."""
     red = sorted(t for t, recorded in runs.items() if recorded["failed"]) if r.outcome == "failed" else []
     if not red:
         return r, []
@@ -395,11 +394,11 @@ def measure(*, hypothesis_seed: int, workers: int, output: Path, scope: Sequence
         rc.write_text(rcfile(data_file, root))
         progress(f"suite under coverage (branches, subprocesses, a context per test), -n {workers}, "
                  f"hypothesis seed {hypothesis_seed}; copy under {tmp}")
-        r, red = green_without_coverage(
-            run_suite(root, seed=hypothesis_seed, workers=workers, timeout=timeout, exitfirst=False, claims=scope,
-                      extra=["--laya-benchmarks", "exclude", *pytest_args(rc)]),
-            data_dir, lambda tests: run_suite(root, seed=hypothesis_seed, workers=0, tests=tests, timeout=timeout,
-                                              exitfirst=False), "the suite", progress)
+        r = run_suite(root, seed=hypothesis_seed, workers=workers, timeout=timeout, exitfirst=False, claims=scope,
+                      extra=["--laya-benchmarks", "exclude", *pytest_args(rc)])
+        r, red = green_without_coverage(r, recorded_runs(data_dir), lambda tests: run_suite(
+            root, seed=hypothesis_seed, workers=0, tests=tests, timeout=timeout, exitfirst=False),
+            "the suite", progress)
         if r.outcome != "passed":
             tail = r.output.strip()[-2000:]
             raise CoverageError(f"the suite is not green under coverage ({r.outcome}: {r.first_failure}); "

@@ -191,10 +191,10 @@ class SampleRun:
         rc.write_text(coverage_run.rcfile(data, root))
         self.progress(f"baseline: {name} under coverage (a context per test, subprocesses included), "
                       f"-n {self.workers}")
-        r, red = coverage_run.green_without_coverage(run(root, coverage_run.pytest_args(rc)), data_dir,
-                                                     lambda tests: rerun(root, tests), name,
-                                                     lambda line: self.progress(f"baseline: {line}"))
+        r = run(root, coverage_run.pytest_args(rc))
         runs = coverage_run.recorded_runs(data_dir)  # by node id, as a stage names the tests it runs
+        r, red = coverage_run.green_without_coverage(r, runs, lambda tests: rerun(root, tests), name,
+                                                     lambda line: self.progress(f"baseline: {line}"))
         if r.outcome != "passed":
             self.progress(f"baseline: {name} is red ({r.outcome}); the end of its output:\n{r.output[-4000:]}")
             raise BaselineRed({"baseline": {"runs": [{"seed": self.hypothesis_seed, "verdict": "red", "of": name,

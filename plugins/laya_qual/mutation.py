@@ -50,6 +50,7 @@ _SUMMARY_HEADER = " short test summary info "
 _REPORTS_HEADER = re.compile(r"^=+ (?:FAILURES|ERRORS) =+$", re.MULTILINE)
 _REPORT_TITLE = re.compile(r"^_{3,} \S.*? _{3,}$", re.MULTILINE)
 _LOCATION = re.compile(r"^\S+:\d+: ")
+_WORKER_HEADER = re.compile(r"^\[gw\d+\] ")  # "[gw0] linux -- Python ...", atop an xdist report
 # The most of a failure's report a record keeps.
 EXCERPT_CHARS = 800
 
@@ -76,7 +77,7 @@ def failure_excerpt(output: str) -> str | None:
         end = max(i for i, line in enumerate(lines) if line.startswith("E "))
         said += [line for line in lines[end + 1:] if _LOCATION.match(line)][:1]
     else:
-        said = [line for line in lines if line.strip() and not re.match(r"\[gw\d+\] ", line)]
+        said = [line for line in lines if line.strip() and not _WORKER_HEADER.match(line)]
     text = "\n".join(said)
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1] + "…"
 
