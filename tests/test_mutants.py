@@ -159,10 +159,12 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
         assert isinstance(record["seconds"], float), record
         assert record["seconds"] == round(sum(s["seconds"] for s in record["stages"]), 1), record
     assert third["stages"][0]["firstFailure"].startswith("laya_qual/suite/test_")
+    parts = {"runtime": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607},
+             "harness": {"killed": 0, "total": 0, "rate": None, "lowerBound95": None}}
     assert result["summary"] | {"lowerBound95": None} == {
         "killed": 2, "total": 2, "equivalent": 1, "rate": 1.0, "lowerBound95": None, "survivors": [],
-        "notExecuted": 0, "parts": {"runtime": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607},
-                                    "harness": {"killed": 0, "total": 0, "rate": None, "lowerBound95": None}},
+        "notExecuted": 0, "parts": parts,
+        "withProjectTests": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607, "parts": parts},
         "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": []}
     assert result["scope"] == ["request.validation"] and result["population"] == 3
 
@@ -373,20 +375,18 @@ def test_covering_tests_come_fastest_first():
         "t.py::a_untimed", "t.py::b_untimed", "t.py::quick", "t.py::middle", "t.py::slow"]
 
 
-@pytest.mark.parametrize("file, source, order", [
-    ("laya_qual/m.py", "def f(x):\n    return x < 3\n",
-     ["covering suite tests", "covering project tests", "whole suite"]),
-    ("laya_qual/m.py", "LIMIT = 3\n\n\ndef f(x):\n    return x < LIMIT\n",  # at import: all project tests
-     ["covering suite tests", "whole suite", "covering project tests"]),
-    ("laya/m.py", "def f(x):\n    return x < 3\n",
-     ["covering suite tests", "whole suite", "covering project tests"]),
+@pytest.mark.parametrize("file, source", [
+    ("laya_qual/m.py", "def f(x):\n    return x < 3\n"),
+    ("laya_qual/m.py", "LIMIT = 3\n\n\ndef f(x):\n    return x < LIMIT\n"),  # at import: all project tests
+    ("laya/m.py", "def f(x):\n    return x < 3\n"),
 ])
-def test_stages_run_cheapest_first_and_the_project_tests_first_for_a_harness_mutant(file, source, order):
-    """Either killer counts for a harness mutant, so its project tests (those that executed
-    it: 1 s here) and the whole suite (10 s) run cheapest first, and for one that runs at
-    import the project tests are all of them (20 s); a runtime mutant counts only when the
-    suite kills it, so the project's tests come last (for the record of what they would
-    have caught)."""
+def test_the_suite_decides_first_and_the_project_tests_run_only_for_what_it_missed(file, source):
+    """The headline is the shipped suite's own kills, so for every mutant, harness or runtime,
+    the suite's stages come first (its covering tests, then the whole suite) and the project's
+    tests last: a kill by tests/ can never stand in for one the suite would have made. Before
+    2026-12-04 a harness mutant met its project tests (1 s here) before the whole suite
+    (10 s), and a kill there ended it unjudged by the suite."""
+    order = ["covering suite tests", "whole suite", "covering project tests"]
     from laya_qual.mutant_run import Baseline, SampleRun
 
     (m,) = [m for m in module_mutants(source, file) if m.operator in ("compare", "constant")][:1]
@@ -469,7 +469,8 @@ def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
 
 
 def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_bounds_to_six():
-    """docs/mutation.md: K of N overall and per part, equivalents set apart, timeouts and wrong
+    """docs/mutation.md: two figures, the shipped suite's kills and, apart, the suite's or the
+    project tests'; K of N overall and per part, equivalents set apart, timeouts and wrong
     equivalences counted killed; rates rounded to 4 places, lower bounds (scipy's beta
     quantile) to 6."""
     from scipy.stats import beta
@@ -489,11 +490,13 @@ def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_boun
         return {"killed": k, "total": n, "rate": round(k / n, 4),
                 "lowerBound95": round(beta.ppf(0.05, k, n - k + 1), 6)}
 
+    records.append(record("h4", "killed", "harness", "tests/"))
     assert summarize(records) == {
-        **figure(4, 6), "equivalent": 1, "parts": {"runtime": figure(2, 3), "harness": figure(2, 3)},
-        "survivors": ["h3", "r3"], "notExecuted": 1, "killedByTestsOnly": ["r2"], "wronglyEquivalent": ["h2"],
+        **figure(3, 7), "equivalent": 1, "parts": {"runtime": figure(1, 3), "harness": figure(2, 4)},
+        "withProjectTests": {**figure(5, 7), "parts": {"runtime": figure(2, 3), "harness": figure(3, 4)}},
+        "survivors": ["h3", "r3"], "notExecuted": 1, "killedByTestsOnly": ["h4", "r2"], "wronglyEquivalent": ["h2"],
         "timeouts": ["h1"]}
-    assert summarize(records)["rate"] == 0.6667
+    assert summarize(records)["rate"] == 0.4286
 
 
 def test_a_closed_time_box_is_said_before_the_figure():
@@ -506,10 +509,10 @@ def test_a_closed_time_box_is_said_before_the_figure():
     lines = summary_lines(closed)
     assert lines[:2] == [
         "the time box of 0.02 minutes closed after 2 of the 5 drawn mutants: the figure is the first 2's",
-        "killed 2 of 2 sampled mutants (0 equivalent set apart), population 5, sample seed 1: rate 100.0%, "
-        "95% lower bound 22.4%"]
+        "the shipped suite killed 2 of 2 sampled mutants (0 equivalent set apart), population 5, sample seed 1: "
+        "rate 100.0%, 95% lower bound 22.4%"]
     whole = summary_lines(_scheduling_only(drawn).run())
-    assert whole[0].startswith("killed 5 of 5 sampled mutants") and not any("time box" in line for line in whole)
+    assert whole[0].startswith("the shipped suite killed 5 of 5 sampled mutants") and not any("time box" in line for line in whole)
 
 
 def test_a_time_box_drops_what_follows_a_gap_in_the_draw():

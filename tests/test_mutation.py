@@ -146,10 +146,26 @@ def _sample_results(tmp_path: Path, **changes) -> Path:
               "hypothesisSeed": 7, "scope": [], "complete": True, "confirmWholeSuite": False, "mutants": mutants,
               "summary": {"killed": 1, "total": 2, "equivalent": 1, "rate": 0.5, "lowerBound95": 0.025321,
                           "survivors": [mutants[1]["key"]], "killedByTestsOnly": [], "wronglyEquivalent": [],
-                          "timeouts": [], "parts": parts, "notExecuted": 1}}
+                          "timeouts": [], "parts": parts, "notExecuted": 1,
+                          "withProjectTests": {"killed": 1, "total": 2, "rate": 0.5, "lowerBound95": 0.025321,
+                                               "parts": parts}}}
     result.update(changes)
     path = tmp_path / "sample.json"
     path.write_text(json.dumps(result))
+    return path
+
+
+def _killed_by_tests_only(tmp_path: Path) -> Path:
+    """A finished sampled run that measured the project's tests: the suite's survivor killed by tests/."""
+    result = json.loads(_sample_results(tmp_path).read_text())
+    result["mutants"][1] |= {"status": "killed", "killedBy": "tests/"}
+    both = {"runtime": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607},
+            "harness": {"killed": 0, "total": 0, "rate": None, "lowerBound95": None}}
+    result["summary"] |= {"survivors": [], "killedByTestsOnly": [result["mutants"][1]["key"]],
+                          "withProjectTests": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607,
+                                               "parts": both}}
+    path = tmp_path / "tests-only.json"
+    path.write_text(json.dumps(result | {"projectTests": True}))
     return path
 
 
@@ -161,13 +177,13 @@ def test_a_sampled_run_folds_in_with_its_equivalents_and_a_wrong_reason_is_refus
                       "hypothesisSeed": 7, "confidence": 0.95, "lowerBound": 0.025321,
                       "survivors": ["laya/b.py:g:constant:'1'->'2'#0"], "killedByTestsOnly": [],
                       "parts": json.loads(_sample_results(tmp_path).read_text())["summary"]["parts"],
-                      "notExecuted": 1, "survivorsConfirmedOnWholeSuite": False,
+                      "notExecuted": 1, "survivorsConfirmedOnWholeSuite": False, "projectTestsMeasured": False,
+                      "withProjectTests": json.loads(_sample_results(tmp_path).read_text())["summary"]["withProjectTests"],
                       "equivalents": {"laya/c.py:h:constant:'0'->'1'#0": "only a log line's width"}}
     older = json.loads(_sample_results(tmp_path).read_text())["summary"]
-    del older["parts"], older["notExecuted"]  # a results file from before these were recorded counted none
-    _, folded = kill_rate(_sample_results(tmp_path, summary=older), runtime=digests["runtime"],
-                          harness=digests["harness"])
-    assert (folded["parts"], folded["notExecuted"]) == ({}, 0)
+    del older["withProjectTests"]  # one figure, the suite's and the project tests' kills together
+    with pytest.raises(pytest.UsageError, match="does not separate the shipped suite's kills from the project tests'"):
+        kill_rate(_sample_results(tmp_path, summary=older), runtime=digests["runtime"], harness=digests["harness"])
     wrong = _sample_results(tmp_path, summary={**json.loads(_sample_results(tmp_path).read_text())["summary"],
                                                "wronglyEquivalent": ["laya/a.py:x"]})
     with pytest.raises(pytest.UsageError, match="the suite kills mutants filed as equivalent .laya/a.py:x."):
@@ -199,15 +215,24 @@ def test_report_carries_the_kill_rate_and_claims_select(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-q", "test_mini.py", "-n", "0",
                            "--laya-claims", "report", "--laya-report", bundle, "--laya-signing-key",
                            tmp_path / "key", "--laya-kill-rate", _results(tmp_path),
-                           "--laya-kill-rate", _sample_results(tmp_path)],
+                           "--laya-kill-rate", _killed_by_tests_only(tmp_path)],
                           cwd=tmp_path, capture_output=True, text=True, env=top_level_env())
     assert proc.returncode == 0 and "1 passed, 1 deselected" in proc.stdout, proc.stdout + proc.stderr
     shown = CliRunner().invoke(main, ["show", str(bundle), "--public-key", str(tmp_path / "key.pub")])
     assert shown.exit_code == 0, shown.output
     assert f"killrate  1/2 seeded defects killed (catalogue sha256:{catalogue_digest()[:16]})" in shown.output
     assert "survivors cache.overhead-changed" in shown.output
-    assert ("mutants   1/2 sampled mutants killed, 95% lower bound 2.5% (3 of 12000 drawn with seed 1; "
-            "1 equivalent, 1 survived)") in shown.output
+    headline = ("the shipped suite killed 1/2 sampled mutants, 95% lower bound 2.5% (3 of 12000 drawn with seed 1; "
+                "1 equivalent, 0 survived everything)")
+    second = ("with the project's tests/ (not shipped, not what a user runs): 2/2 killed, lower bound 22.4% "
+              "(runtime 2/2); 1 by tests/ only")
+    assert f"mutants   {headline}\n            runtime: 1/2 killed, lower bound 2.5%\n            {second}\n" \
+        in shown.output
+    md = CliRunner().invoke(main, ["show", str(bundle), "--markdown"])
+    assert f"The{headline[3:]}, drawn without choice (docs/mutation.md)." in md.output and f"A second figure, {second}." in md.output, md.output
+    html = tmp_path / "r.html"
+    assert CliRunner().invoke(main, ["show", str(bundle), "--html", str(html)]).exit_code == 0
+    assert f"Sampled mutants: {headline}.<br>A second figure, {second}." in html.read_text()
 
 
 def test_mutate_kills_and_spares_on_a_tiny_selection(tmp_path):

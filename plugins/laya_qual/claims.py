@@ -749,7 +749,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("report.mutants.bound",
           "A sampled-mutant kill rate (suite.mutantSample) carries K of N with the one-sided 95% "
           "Clopper-Pearson lower bound of K/N, the quantile of Beta(K, N-K+1) at 0.05 (0 for K = 0); "
-          "a results file given with --laya-kill-rate carries exactly that bound of its counts."),
+          "a results file given with --laya-kill-rate carries exactly that bound of its counts, overall "
+          "and per part, K counting the shipped suite's kills only, and apart from it a second figure "
+          "whose K adds the project's own tests' kills."),
     Claim("report.verify.gate",
           "`laya-qual verify` exits 0 only for an authentic report whose result is at least "
           "--require-result (default WARNED: a FAILED report is rejected) and whose --require-claim "

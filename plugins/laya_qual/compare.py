@@ -141,7 +141,7 @@ def direction(key: Key) -> str | None:
     """Which way a figure is better: ``lower``, ``higher``, or None (no better side)."""
     if key.section == "heads":
         return HEAD_DIRECTIONS.get(key.figure)
-    if key.section == "suite" and key.figure in ("rate", "lowerBound"):
+    if key.section == "suite" and key.figure.rsplit(".", 1)[-1] in ("rate", "lowerBound", "lowerBound95"):
         return HIGHER
     if key.section == "benchmarks":
         return next((d for pattern, d in BENCH_DIRECTIONS if fnmatchcase(key.figure, pattern)), None)

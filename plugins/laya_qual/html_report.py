@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
+from laya_qual.suite_figures import mutant_sample_headline, project_tests_figure
 from laya_qual.summary import DEV_KEY_NOTE, evidence_line, failures_first
 
 NOT_RECORDED = "not recorded"
@@ -367,6 +368,14 @@ def _header(body: ET.Element, laya: dict, bundle_name: str, signature: Signature
     subjects = (f"{s['name']} ({', '.join(f'{a}:{v}' for a, v in sorted(s['digest'].items()))})"
                 for s in laya["subject"])
     _el(body, "p", "Subjects: " + "; ".join(subjects))
+    sampled = p.get("suite", {}).get("mutantSample")
+    if sampled:
+        figure = _el(body, "p", "Sampled mutants: " + mutant_sample_headline(sampled) + ".", id="mutant-sample",
+                     data_killed=number(sampled["killed"]), data_total=number(sampled["total"]),
+                     data_lower_bound=number(sampled["lowerBound"]))
+        second = project_tests_figure(sampled)
+        if second:
+            _el(figure, "br").tail = "A second figure, " + second + "."
 
 
 def render(laya: dict, bundle_name: str, signature: Signature) -> str:

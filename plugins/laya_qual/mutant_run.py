@@ -269,25 +269,22 @@ class SampleRun:
         return _stage("tests/", r, None if whole else len(tests))
 
     def _plan(self, root: Path, m: Mutant) -> list[tuple[str, Callable[[], dict]]]:
-        """(killer, stage) in the order they run, cheapest first; the first stage that kills
-        ends the mutant. A harness mutant counts as killed by the suite or by the project's
-        tests, so after its covering suite tests the project's tests and the whole suite
-        run in the order of their baseline seconds (the project's tests of ``_project_tests``);
-        a runtime mutant counts only when the suite kills it, and the project's tests come
-        last, for the record."""
+        """(killer, stage) in the order they run; the first stage that kills ends the mutant.
+        The shipped suite's stages come first, for every mutant: its covering tests, then the
+        whole suite (to confirm a survivor, or for a mutant no test owns), so whether the suite
+        kills it is always decided by the suite itself. The project's tests (those of
+        ``_project_tests``) run only for a mutant the suite missed: their kill makes the second,
+        labelled figure (``withProjectTests``), never the headline."""
         covering, executed, at_import = self.suite.covering(m)
         project_tests = self._project_tests(m)
         plan: list[tuple[str, Callable[[], dict]]] = []
         if executed and covering:
             plan.append(("suite", lambda: self._covering_suite(root, covering)))
-        later: list[tuple[float, str, Callable[[], dict]]] = []
         if executed and (self.confirm or at_import or not covering):
-            later.append((self.suite.seconds, "suite", lambda: self._whole_suite(root)))
+            plan.append(("suite", lambda: self._whole_suite(root)))
         if project_tests is not None:
-            tests, whole = project_tests
-            cost = self.tests.seconds if whole else self.tests.serial(tests)
-            later.append((cost if is_harness(m) else math.inf, "tests/", lambda: self._tests(root, m)))
-        return plan + [(killer, stage) for _, killer, stage in sorted(later, key=lambda c: c[0])]
+            plan.append(("tests/", lambda: self._tests(root, m)))
+        return plan
 
     def run_mutant(self, m: Mutant, index: int) -> dict:
         covering, executed, _ = self.suite.covering(m)
@@ -386,12 +383,13 @@ class SampleRun:
 
 
 def _classified(record: dict, equivalents: dict[str, str]) -> dict:
-    """The record with its status: a runtime mutant counts as killed only when the suite
-    kills it, a harness mutant when the suite or the project's tests do; a written
-    equivalence reason sets a survivor apart and makes a killed mutant a wrong reason."""
+    """The record with its status: ``killed`` (or ``timeout``) when a stage killed it, by the
+    suite or by the project's tests (``killedBy`` says which, and the figures count them
+    apart); a written equivalence reason sets a survivor apart and makes a killed mutant a
+    wrong reason."""
     killed_by, reason = record["killedBy"], equivalents.get(record["key"])
-    verdict = _verdict(record["stages"][-1]) if killed_by else None
-    if killed_by == "suite" or (killed_by == "tests/" and record["part"] == "harness"):
+    if killed_by:
+        verdict = _verdict(record["stages"][-1])
         status = "wrongly-equivalent" if reason else ("timeout" if verdict == "timeout" else "killed")
     else:
         status = "equivalent" if reason else "survived"
@@ -471,11 +469,28 @@ def _run_tests_dir(root: Path, tests_dir: Path, workers: int, timeout: float, *,
                      output)
 
 
-def _figure(counted: list[dict]) -> dict:
-    killed = sum(r["status"] in ("killed", "timeout", "wrongly-equivalent") for r in counted)
+# Who may kill a mutant for each figure: the headline is the shipped suite's own (what a
+# user's `pytest -p laya_qual --laya-qualify` runs); the second adds the project's tests/.
+SUITE_ONLY = frozenset({"suite"})
+WITH_PROJECT_TESTS = frozenset({"suite", "tests/"})
+PARTS = ("runtime", "harness")
+
+
+def _killed(record: dict, by: frozenset[str]) -> bool:
+    return record["status"] in ("killed", "timeout", "wrongly-equivalent") and record["killedBy"] in by
+
+
+def _figure(counted: list[dict], by: frozenset[str]) -> dict:
+    killed = sum(_killed(r, by) for r in counted)
     return {"killed": killed, "total": len(counted),
             "rate": round(killed / len(counted), 4) if counted else None,
             "lowerBound95": round(clopper_pearson_lower(killed, len(counted)), 6) if counted else None}
+
+
+def _figures(counted: list[dict], by: frozenset[str]) -> dict:
+    """K of N, its rate and lower bound, overall and per part (runtime, harness)."""
+    return {**_figure(counted, by),
+            "parts": {part: _figure([r for r in counted if r.get("part") == part], by) for part in PARTS}}
 
 
 def never_run(record: dict) -> bool:
@@ -484,14 +499,15 @@ def never_run(record: dict) -> bool:
 
 
 def summarize(records: list[dict]) -> dict:
-    """K of N overall and per part (runtime, harness), equivalents set apart with their
-    reasons, and the lower bound of each rate."""
+    """Two figures, never one: at the top level the shipped suite's kills (the headline),
+    under ``withProjectTests`` the kills of the suite or the project's tests/ (which users
+    never run); equivalents set apart with their reasons; per part, each with its lower bound."""
     counted = [r for r in records if r["status"] != "equivalent"]
-    return {**_figure(counted), "equivalent": len(records) - len(counted),
-            "parts": {part: _figure([r for r in counted if r.get("part") == part]) for part in ("runtime", "harness")},
+    return {**_figures(counted, SUITE_ONLY), "equivalent": len(records) - len(counted),
+            "withProjectTests": _figures(counted, WITH_PROJECT_TESTS),
             "survivors": sorted(r["key"] for r in counted if r["status"] == "survived"),
             "notExecuted": sum(r["status"] == "survived" and never_run(r) for r in counted),
-            "killedByTestsOnly": sorted(r["key"] for r in counted if r["killedBy"] == "tests/"),
+            "killedByTestsOnly": sorted(r["key"] for r in counted if _killed(r, WITH_PROJECT_TESTS - SUITE_ONLY)),
             "wronglyEquivalent": sorted(r["key"] for r in records if r["status"] == "wrongly-equivalent"),
             "timeouts": sorted(r["key"] for r in counted if r["status"] == "timeout")}
 
@@ -516,20 +532,27 @@ def summary_lines(result: dict) -> list[str]:
     if box and box["closed"]:
         lines.append(f"the time box of {box['minutes']:g} minutes closed after {result['sample']} of the "
                      f"{box['requestedSample']} drawn mutants: the figure is the first {result['sample']}'s")
-    lines.append(f"killed {s['killed']} of {s['total']} sampled mutants ({s['equivalent']} equivalent set apart), "
-                 f"population {result['population']}, sample seed {result['sampleSeed']}: rate {s['rate']:.1%}, "
-                 f"95% lower bound {s['lowerBound95']:.1%}")
-    for part, figure in s["parts"].items():
-        if figure["total"]:
-            lines.append(f"  {part}: killed {figure['killed']} of {figure['total']} ({figure['rate']:.1%}, 95% lower "
-                         f"bound {figure['lowerBound95']:.1%})"
-                         + (", by the suite or tests/" if part == "harness" else ""))
+    lines.append(f"the shipped suite killed {s['killed']} of {s['total']} sampled mutants ({s['equivalent']} "
+                 f"equivalent set apart), population {result['population']}, sample seed {result['sampleSeed']}: "
+                 f"rate {s['rate']:.1%}, 95% lower bound {s['lowerBound95']:.1%}")
+    lines += _part_lines(s)
+    t = s["withProjectTests"]
+    if result.get("projectTests"):
+        lines.append(f"with the project's tests/ (not shipped): killed {t['killed']} of {t['total']} (rate "
+                     f"{t['rate']:.1%}, 95% lower bound {t['lowerBound95']:.1%}); {len(s['killedByTestsOnly'])} "
+                     "killed by tests/ only")
+        lines += _part_lines(t)
     lines.append(f"  {s['notExecuted']} survived on lines no process executed"
                  + ("" if result["confirmWholeSuite"] else
                     "; survivors of their covering tests were not confirmed on the whole suite"))
     lines += [f"  survived  {key}" for key in s["survivors"]]
     lines += [f"  WRONG EQUIVALENCE (a test kills it)  {key}" for key in s["wronglyEquivalent"]]
     return lines
+
+
+def _part_lines(figures: dict) -> list[str]:
+    return [f"  {part}: killed {f['killed']} of {f['total']} ({f['rate']:.1%}, 95% lower bound {f['lowerBound95']:.1%})"
+            for part, f in figures["parts"].items() if f["total"]]
 
 
 def main(*, drawn: list[Mutant], population_size: int, seed: int, hypothesis_seed: int | None, workers: int,

@@ -42,6 +42,10 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> tuple[str, di
         raise pytest.UsageError(f"--laya-kill-rate {path}: not a laya-qual mutate results file ({e!r})") from None
     _measured_on_this_code(f"--laya-kill-rate {path}", code, runtime, harness, "laya-qual mutate")
     if kind == mutant_run.FORMAT:
+        if "withProjectTests" not in summary:
+            raise pytest.UsageError(f"--laya-kill-rate {path}: its figure does not separate the shipped suite's "
+                                    "kills from the project tests' (results made before 2026-12-04); measure "
+                                    "it again with laya-qual mutate --sample")
         if summary["wronglyEquivalent"]:
             raise pytest.UsageError(f"--laya-kill-rate {path}: the suite kills mutants filed as equivalent "
                                     f"({', '.join(summary['wronglyEquivalent'])}); correct their reasons and rerun")
@@ -50,8 +54,10 @@ def kill_rate(path: str | Path, *, runtime: str, harness: dict) -> tuple[str, di
             "sample": result["sample"], "sampleSeed": result["sampleSeed"],
             "hypothesisSeed": result["hypothesisSeed"], "confidence": mutant_run.CONFIDENCE,
             "lowerBound": summary["lowerBound95"], "survivors": summary["survivors"],
-            "parts": summary.get("parts", {}), "notExecuted": summary.get("notExecuted", 0),
+            "parts": summary["parts"], "notExecuted": summary["notExecuted"],
             "survivorsConfirmedOnWholeSuite": result.get("confirmWholeSuite", True),
+            "projectTestsMeasured": bool(result.get("projectTests")),
+            "withProjectTests": summary["withProjectTests"],
             "killedByTestsOnly": summary["killedByTestsOnly"],
             "equivalents": {r["key"]: r["reason"] for r in result["mutants"] if r["status"] == "equivalent"}}
     return "killRate", {
@@ -71,14 +77,34 @@ def kill_rate_line(predicate: dict) -> list[str]:
                      f"(catalogue sha256:{k['catalogueDigest'][:16]}){survivors}")
     m = predicate.get("suite", {}).get("mutantSample")
     if m:
-        lines.append(f"  mutants   {m['killed']}/{m['total']} sampled mutants killed, {m['confidence']:.0%} lower "
-                     f"bound {m['lowerBound']:.1%} ({m['sample']} of {m['population']} drawn with seed "
-                     f"{m['sampleSeed']}; {len(m['equivalents'])} equivalent, {len(m['survivors'])} survived)")
-        for part, figure in m.get("parts", {}).items():
-            if figure["total"]:
-                lines.append(f"            {part}: {figure['killed']}/{figure['total']} killed, lower bound "
-                             f"{figure['lowerBound95']:.1%}")
+        lines.append(f"  mutants   {mutant_sample_headline(m)}")
+        lines += [f"            {part}: {figure['killed']}/{figure['total']} killed, lower bound "
+                  f"{figure['lowerBound95']:.1%}" for part, figure in m.get("parts", {}).items() if figure["total"]]
+        second = project_tests_figure(m)
+        if second:
+            lines.append(f"            {second}")
     return lines
+
+
+def mutant_sample_headline(m: dict) -> str:
+    """What a report's ``suite.mutantSample`` says first: the shipped suite's own kills (in a
+    report made before 2026-12-04, the suite's and the project tests' together, and it says so)."""
+    whose = ("the shipped suite killed" if "withProjectTests" in m
+             else "killed by the suite or the project's tests/ (one figure, made before they were told apart):")
+    return (f"{whose} {m['killed']}/{m['total']} sampled mutants, {m['confidence']:.0%} lower bound "
+            f"{m['lowerBound']:.1%} ({m['sample']} of {m['population']} drawn with seed {m['sampleSeed']}; "
+            f"{len(m['equivalents'])} equivalent, {len(m['survivors'])} survived everything)")
+
+
+def project_tests_figure(m: dict) -> str | None:
+    """The second, labelled figure: kills by the suite or the project's own tests/, which users
+    never run; None when the run did not measure them."""
+    t = m.get("withProjectTests")
+    if not t or not m.get("projectTestsMeasured"):
+        return None
+    parts = "; ".join(f"{part} {f['killed']}/{f['total']}" for part, f in t["parts"].items() if f["total"])
+    return (f"with the project's tests/ (not shipped, not what a user runs): {t['killed']}/{t['total']} killed, "
+            f"lower bound {t['lowerBound95']:.1%} ({parts}); {len(m['killedByTestsOnly'])} by tests/ only")
 
 
 def traceability_line(predicate: dict) -> list[str]:

@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Mapping
 
 from laya_qual.claims import Claim
-from laya_qual.suite_figures import coverage_line, kill_rate_line, traceability_line
+from laya_qual.suite_figures import (coverage_line, kill_rate_line, mutant_sample_headline, project_tests_figure,
+                                    traceability_line)
 from laya_qual.report import FAILED, NOT_EVALUATED, PASSED
 
 _ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
@@ -136,11 +137,14 @@ def markdown(laya: dict, bundle_name: str, signature: str) -> str:
                                                    ("Killed by timeout:", "timeouts")) for d in kill[key]]
     sampled = p.get("suite", {}).get("mutantSample")
     if sampled:
+        headline = mutant_sample_headline(sampled)
         out += ["", "### Sampled automatic mutants", "",
-                f"The suite kills {sampled['killed']} of {sampled['total']} automatic mutants drawn without choice "
-                f"({sampled['sample']} of a population of {sampled['population']}, seed {sampled['sampleSeed']}, "
-                f"{len(sampled['equivalents'])} equivalent set apart): {sampled['confidence']:.0%} lower bound "
-                f"{sampled['lowerBound']:.1%} (docs/mutation.md)."]
+                f"{headline[0].upper()}{headline[1:]}, drawn without choice (docs/mutation.md)."]
+        out += [f"- {part}: {f['killed']} of {f['total']}, lower bound {f['lowerBound95']:.1%}"
+                for part, f in sampled.get("parts", {}).items() if f["total"]]
+        second = project_tests_figure(sampled)
+        if second:
+            out += ["", f"A second figure, {second}."]
         out += [f"- Survived: `{key}`" for key in sampled["survivors"]]
         out += [f"- Equivalent: `{key}`: {reason}" for key, reason in sampled["equivalents"].items()]
     if p.get("suite", {}).get("coverage"):
