@@ -319,7 +319,7 @@ def test_temperature_follows_the_documented_rule(split):
 
 
 @pytest.fixture(scope="module")
-def separable_run(trained):
+def separable_run(trained, tmp_path_factory):
     """The two-task float32 head trained again from the same store and seed with every dev_cal
     label replaced by the head's own top option (float64 from its bytes): training reads only
     train, so the head is the same and its dev_cal is separable."""
@@ -330,7 +330,7 @@ def separable_run(trained):
         weight, bias = readout_row(first, names.index(examples[i].request.task))
         top = int((trained.store.markers[i].double() @ weight + bias).argmax())
         examples[i] = Example(examples[i].id, "dev_cal", examples[i].request, top, None)
-    run = train_artifact(base_dir=trained.base_dir, examples=examples, out_dir=trained.root / "separable",
+    run = train_artifact(base_dir=trained.base_dir, examples=examples, out_dir=tmp_path_factory.mktemp("separable"),
                          store_path=trained.store_path, config=CONFIG, target_risk=TARGET_RISK, delta=DELTA)
     assert pinned_bytes(run.head.source, "head_weights") == pinned_bytes(first, "head_weights")
     return run, examples
@@ -479,7 +479,7 @@ def test_every_dataclass_the_runtime_defines_is_frozen():
 
 
 @pytest.mark.laya_claim("train.calibration.private")
-def test_calibration_and_thresholds_stay_per_head(trained):
+def test_calibration_and_thresholds_stay_per_head(trained, tmp_path):
     """A second head for the same task name, trained from the same store on flipped
     labels, gets its own temperature, threshold and certificate; the first head's files,
     metadata and predictions are untouched, standalone or served side by side."""
@@ -487,7 +487,7 @@ def test_calibration_and_thresholds_stay_per_head(trained):
     before = file_digests(first)
     flipped = [Example(e.id, e.split, e.request, (e.label + 1) % len(e.request.options), None)
                if e.split == "train" else e for e in trained.examples]
-    second = train_artifact(base_dir=trained.base_dir, examples=flipped, out_dir=trained.root / "flipped",
+    second = train_artifact(base_dir=trained.base_dir, examples=flipped, out_dir=tmp_path / "flipped",
                             store_path=trained.store_path, config=CONFIG, target_risk=0.45, delta=DELTA)
     assert second.store_reused
     assert file_digests(first) == before

@@ -165,7 +165,11 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
         "killed": 2, "total": 2, "equivalent": 1, "rate": 1.0, "lowerBound95": None, "survivors": [],
         "notExecuted": 0, "parts": parts,
         "withProjectTests": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607, "parts": parts},
-        "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": []}
+        "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": [], "notReproduced": []}
+    for killed in (first, third):  # each kill reproduced: green unmutated, red again with the mutant, same order
+        r = killed["stages"][-1]["reproduction"]
+        assert r["reproduced"] and (r["unmutated"]["outcome"], r["mutantAgain"]["outcome"]) == ("passed", "failed")
+        assert r["order"][-1] == killed["stages"][-1]["firstFailure"], r
     assert result["scope"] == ["request.validation"] and result["population"] == 3
 
 
@@ -495,7 +499,7 @@ def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_boun
         **figure(3, 7), "equivalent": 1, "parts": {"runtime": figure(1, 3), "harness": figure(2, 4)},
         "withProjectTests": {**figure(5, 7), "parts": {"runtime": figure(2, 3), "harness": figure(3, 4)}},
         "survivors": ["h3", "r3"], "notExecuted": 1, "killedByTestsOnly": ["h4", "r2"], "wronglyEquivalent": ["h2"],
-        "timeouts": ["h1"]}
+        "timeouts": ["h1"], "notReproduced": []}
     assert summarize(records)["rate"] == 0.4286
 
 
@@ -835,3 +839,94 @@ def test_a_sampled_run_gets_its_time_box_in_seconds_and_a_random_hypothesis_seed
                            scope=(), confirm=False, jobs=1, time_box=0.5) == 0
     [run] = runs
     assert (run["hypothesis_seed"], run["time_box"]) == (2**31 - 1, 30.0)
+
+
+@pytest.mark.parametrize("mutated, unmutated, reproduced", [
+    (["failed", "failed"], "passed", True),     # fails with the mutant twice, passes without it
+    (["failed", "failed"], "failed", False),    # the unmutated code fails the same run: no kill of the mutant's
+    (["failed", "passed"], "passed", False),    # the mutant's failure does not come again
+    (["timeout", "timeout"], "passed", True),   # a timeout that reproduces is killed by timeout
+])
+def test_a_kill_counts_only_if_it_reproduces_in_the_same_order(tmp_path, mutated, unmutated, reproduced):
+    """docs/mutation.md: a stage's kill counts only if the tests it ran, in its order, through
+    the first failing one, pass on an unmutated copy and fail again with the mutant; both
+    runs and the order are recorded."""
+    from laya_qual.mutant_run import SampleRun
+    from laya_qual.mutation import RunResult
+
+    run = SampleRun.__new__(SampleRun)
+    run.tmp, run.pristine = tmp_path, tmp_path / "pristine"
+    (run.pristine / "laya").mkdir(parents=True)
+    mutant = tmp_path / "m0"
+    mutant.mkdir()
+    calls, left = [], iter(mutated)
+
+    def stage_run(at: Path, tests: list[str]) -> RunResult:
+        calls.append((at.name, list(tests)))
+        outcome = unmutated if at.name == "unmutated" else next(left)
+        return RunResult(outcome, "t.py::b" if outcome == "failed" else None, 1.0, 1, "")
+
+    stage = run._judged("covering tests", mutant, ["t.py::a", "t.py::b", "t.py::c"], stage_run, 3)
+    through = ["t.py::a", "t.py::b"] if mutated[0] == "failed" else ["t.py::a", "t.py::b", "t.py::c"]
+    assert calls == [("m0", ["t.py::a", "t.py::b", "t.py::c"]), ("unmutated", through), ("m0", through)]
+    r = stage["reproduction"]
+    assert r["reproduced"] is reproduced and r["order"] == through and r["tests"] == len(through)
+    assert (r["unmutated"]["outcome"], r["mutantAgain"]["outcome"]) == (unmutated, mutated[1])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m0", "pristine"]  # the unmutated copy is gone
+    record = {"key": "k", "status": "survived", "part": "runtime", "killedBy": None, "stages": [stage]}
+    from laya_qual.mutant_run import summarize
+    assert summarize([record])["notReproduced"] == ([] if reproduced else ["k"])
+
+
+def test_a_passing_stage_is_not_run_again(tmp_path):
+    from laya_qual.mutant_run import SampleRun
+    from laya_qual.mutation import RunResult
+
+    run = SampleRun.__new__(SampleRun)
+    calls = []
+    stage = run._judged("suite", tmp_path, ["t.py::a"], lambda at, tests: calls.append(tests) or RunResult(
+        "passed", None, 1.0, 0, ""))
+    assert calls == [["t.py::a"]] and "reproduction" not in stage
+
+
+def test_an_equivalence_filed_after_the_result_is_known_counts_the_mutant_survived():
+    """docs/mutation.md: a reason sets a survivor apart only when it was filed before the
+    mutant was measured; one new or changed when a run is resumed leaves it survived in the
+    headline (``lateReason``, listed under ``lateEquivalents``); a killed one is a wrong reason."""
+    from laya_qual.mutant_run import _classified, summarize
+
+    def record(key, killed_by=None, **earlier):
+        return {"key": key, "part": "runtime", "killedBy": killed_by, "seconds": 1.0,
+                "stages": [{"stage": "suite", "outcome": "failed" if killed_by else "passed"}], **earlier}
+
+    reasons = {"a": "why a", "b": "why b", "c": "why c, rewritten", "d": "why d"}
+    now = _classified(record("a"), reasons, measured_now=True)
+    assert (now["status"], now["reason"], now["reasonFiled"]) == ("equivalent", "why a", "before")
+    kept = _classified(now, reasons, measured_now=False)  # resumed: the same reason, filed before
+    assert (kept["status"], kept["reasonFiled"]) == ("equivalent", "before")
+    late = _classified(record("b", status="survived"), reasons, measured_now=False)
+    assert (late["status"], late["lateReason"]) == ("survived", "why b") and "reason" not in late
+    changed = _classified(record("c", status="equivalent", reason="why c", reasonFiled="before"), reasons,
+                          measured_now=False)
+    assert (changed["status"], changed["lateReason"]) == ("survived", "why c, rewritten")
+    wrong = _classified(record("d", "suite"), reasons, measured_now=True)
+    assert wrong["status"] == "wrongly-equivalent"
+    s = summarize([now, late, changed, wrong])
+    assert (s["killed"], s["total"], s["equivalent"]) == (1, 3, 1)
+    assert s["lateEquivalents"] == ["b", "c"] and s["survivors"] == ["b", "c"]
+
+
+def test_the_project_tests_have_their_own_digest(tmp_path):
+    """The results name the tests/ that made the second figure; a resume compares it with
+    the rest of the code digests, so another tests/ is refused by name."""
+    from laya_qual.mutant_run import tests_digest
+
+    tests = tmp_path / "tests"
+    (tests / "__pycache__").mkdir(parents=True)
+    (tests / "test_a.py").write_text("def test_a():\n    pass\n")
+    before = tests_digest(tests)
+    (tests / "__pycache__" / "test_a.cpython-311.pyc").write_bytes(b"bytecode")
+    assert tests_digest(tests) == before  # bytecode is no test
+    (tests / "data").mkdir()
+    (tests / "data" / "case.json").write_text("{}")
+    assert tests_digest(tests) != before

@@ -21,6 +21,7 @@ wrong reason, reported as such, and the run exits non-zero.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -145,6 +146,15 @@ class Baseline:
         return sum(self.times.get(t, 0.0) for t in tests)
 
 
+def tests_digest(tests_dir: Path) -> str:
+    """The in-toto dirHash of the project's tests folder (every file but bytecode), so a
+    resumed run or a reader knows which tests/ made the second figure."""
+    from laya_qual.subjects import dir_hash, file_sha256
+
+    files = [f for f in sorted(tests_dir.rglob("*")) if f.is_file() and "__pycache__" not in f.parts]
+    return dir_hash({f.relative_to(tests_dir).as_posix(): file_sha256(f) for f in files})
+
+
 def is_harness(m: Mutant) -> bool:
     """A mutant of the harness (``laya_qual``), which the project's own tests guard, as
     opposed to the runtime (``laya``), whose promises the suite must keep."""
@@ -170,6 +180,8 @@ class SampleRun:
         self.pristine = build_root(self.tmp / "pristine", self.layout)
         if code_digests(self.layout) != self.digests:
             raise MutationError("the installed packages changed while they were being copied")
+        if self.tests_dir is not None:  # the project's tests decide the second figure: theirs is code measured too
+            self.digests["testsDir"] = tests_digest(self.tests_dir)
         self.suite, self.tests = Baseline(), Baseline()  # until measured
 
     def close(self) -> None:
@@ -237,16 +249,42 @@ class SampleRun:
 
     def _covering_suite(self, root: Path, covering: list[str]) -> dict:
         serial = self.suite.serial(covering)
-        r = run_suite(root, seed=self.hypothesis_seed, workers=self._workers(serial), tests=covering,
-                      timeout=self._budget(serial))
-        return _stage("covering tests", r, len(covering))
+        workers, budget = self._workers(serial), self._budget(serial)
+        return self._judged("covering tests", root, covering, lambda at, tests: run_suite(
+            at, seed=self.hypothesis_seed, workers=workers, tests=tests, timeout=budget), len(covering))
 
     def _whole_suite(self, root: Path) -> dict:
         """Every suite test of the baseline, fastest first: the run stops at its first failure,
         so a mutant a quick test kills does not wait for the slow ones."""
-        r = run_suite(root, seed=self.hypothesis_seed, workers=self.workers, tests=_fastest_first(self.suite),
-                      timeout=self._budget(self.suite.seconds))
-        return _stage("suite", r)
+        budget = self._budget(self.suite.seconds)
+        return self._judged("suite", root, _fastest_first(self.suite), lambda at, tests: run_suite(
+            at, seed=self.hypothesis_seed, workers=self.workers, tests=tests, timeout=budget))
+
+    def _judged(self, name: str, root: Path, tests: list[str], run: Callable[[Path, list[str]], RunResult],
+                count: int | None = None) -> dict:
+        """One stage: ``tests`` in this order on the mutated copy. A kill counts only if it
+        reproduces (``reproduction``): the same tests in the same order, through the first
+        one that failed, pass on an unmutated copy and fail again with the mutant. A failure
+        that the unmutated code shows too (a test that depends on what ran before it, a
+        machine under load) is no kill of the mutant's."""
+        r = run(root, tests)
+        stage = _stage(name, r, count)
+        if _verdict(stage):
+            stage["reproduction"] = self._reproduction(root, tests, r, run)
+        return stage
+
+    def _reproduction(self, root: Path, tests: list[str], killed: RunResult,
+                      run: Callable[[Path, list[str]], RunResult]) -> dict:
+        order = _through(tests, killed.first_failure)
+        clean = Path(shutil.copytree(self.pristine, Path(tempfile.mkdtemp(dir=self.tmp)) / "unmutated"))
+        try:
+            unmutated = run(clean, order)
+        finally:
+            shutil.rmtree(clean.parent, ignore_errors=True)
+        again = run(root, order)
+        return {"reproduced": unmutated.outcome == "passed" and again.outcome in ("failed", "timeout"),
+                **_order_record(order), "unmutated": _stage("unmutated", unmutated),
+                "mutantAgain": _stage("mutant again", again)}
 
     def _project_tests(self, m: Mutant) -> tuple[list[str], bool] | None:
         """The project's tests a mutant's tests/ stage runs and whether they are all of them
@@ -265,8 +303,9 @@ class SampleRun:
     def _tests(self, root: Path, m: Mutant) -> dict:
         tests, whole = self._project_tests(m)
         serial = self.tests.seconds if whole else self.tests.serial(tests)
-        r = _run_tests_dir(root, self.tests_dir, self._workers(serial), self._budget(serial), tests=tests)
-        return _stage("tests/", r, None if whole else len(tests))
+        workers, budget = self._workers(serial), self._budget(serial)
+        return self._judged("tests/", root, tests, lambda at, chosen: _run_tests_dir(
+            at, self.tests_dir, workers, budget, tests=chosen), None if whole else len(tests))
 
     def _plan(self, root: Path, m: Mutant) -> list[tuple[str, Callable[[], dict]]]:
         """(killer, stage) in the order they run; the first stage that kills ends the mutant.
@@ -290,15 +329,14 @@ class SampleRun:
         covering, executed, _ = self.suite.covering(m)
         executed_by_tests = self.tests_dir is not None and self.tests.covering(m)[1]
         stages: list[dict] = []
-        verdict = killed_by = None
+        killed_by = None
         if executed or self._project_tests(m) is not None:
             root = Path(shutil.copytree(self.pristine, self.tmp / f"m{index}"))
             path = root / m.file
             path.write_text(m.apply(path.read_text()))
             for killer, stage in self._plan(root, m):
                 stages.append(stage())
-                verdict = _verdict(stages[-1])
-                if verdict:
+                if _verdict(stages[-1]) and stages[-1]["reproduction"]["reproduced"]:
                     killed_by = killer
                     break
             shutil.rmtree(root, ignore_errors=True)
@@ -309,7 +347,7 @@ class SampleRun:
                             "part": "harness" if is_harness(m) else "runtime", "original": m.original,
                             "replacement": m.replacement, "killedBy": killed_by, "executed": executed,
                             "executedByTests": executed_by_tests, "coveringTests": len(covering), "stages": stages,
-                            "seconds": round(sum(s["seconds"] for s in stages), 1)}, self.equivalents)
+                            "seconds": round(sum(s["seconds"] for s in stages), 1)}, self.equivalents, measured_now=True)
 
     def _resumed(self) -> dict[int, dict]:
         """The earlier run's records by their place in this draw, each classified again under
@@ -329,7 +367,7 @@ class SampleRun:
         if outside:
             raise MutationError(f"cannot resume: the earlier run measured {len(outside)} mutants this draw of "
                                 f"{len(self.mutants)} does not hold (a smaller --sample?), the first {outside[0]}")
-        return {place[r["key"]]: _classified(r, self.equivalents) for r in e.get("mutants", [])}
+        return {place[r["key"]]: _classified(r, self.equivalents, measured_now=False) for r in e.get("mutants", [])}
 
     def _started_in_time(self, m: Mutant, index: int, t0: float) -> dict | None:
         """The mutant's record, or None when the time box closed before it could start."""
@@ -382,20 +420,28 @@ class SampleRun:
                          "finishedOn": _now(), "wallSeconds": round(time.monotonic() - t0, 1)}
 
 
-def _classified(record: dict, equivalents: dict[str, str]) -> dict:
+def _classified(record: dict, equivalents: dict[str, str], *, measured_now: bool) -> dict:
     """The record with its status: ``killed`` (or ``timeout``) when a stage killed it, by the
     suite or by the project's tests (``killedBy`` says which, and the figures count them
-    apart); a written equivalence reason sets a survivor apart and makes a killed mutant a
-    wrong reason."""
+    apart). A written equivalence reason filed before the mutant was measured sets a survivor
+    apart (``equivalent``); one filed after its result was known (a reason new or changed when
+    a run is resumed) does not: the mutant stays ``survived`` and the reason is kept as
+    ``lateReason``, for a second reading only. A killed mutant with a reason is a wrong reason."""
     killed_by, reason = record["killedBy"], equivalents.get(record["key"])
+    filed_before = reason is not None and (measured_now or (
+        record.get("reason") == reason and record.get("reasonFiled") == "before"))
     if killed_by:
         verdict = _verdict(record["stages"][-1])
         status = "wrongly-equivalent" if reason else ("timeout" if verdict == "timeout" else "killed")
     else:
-        status = "equivalent" if reason else "survived"
-    out = {k: v for k, v in record.items() if k not in ("status", "reason", "stages", "seconds")}
-    return out | {"status": status, **({"reason": reason} if reason else {}),
-                  "stages": record["stages"], "seconds": record["seconds"]}
+        status = "equivalent" if filed_before else "survived"
+    out = {k: v for k, v in record.items() if k not in ("status", "reason", "reasonFiled", "lateReason", "stages",
+                                                        "seconds")}
+    if reason and (filed_before or killed_by):
+        out |= {"reason": reason, "reasonFiled": "before" if filed_before else "after"}
+    elif reason:
+        out["lateReason"] = reason
+    return out | {"status": status, "stages": record["stages"], "seconds": record["seconds"]}
 
 
 def _earlier_runs(earlier: dict) -> list[dict]:
@@ -440,6 +486,22 @@ def _stage(name: str, r: RunResult, tests: int | None = None) -> dict:
     return {"stage": name, "outcome": r.outcome, "firstFailure": r.first_failure,
             **({"failure": failure_excerpt(r.output)} if r.outcome == "failed" else {}),
             "seconds": round(r.seconds, 1), **({"tests": tests} if tests is not None else {})}
+
+
+def _through(tests: list[str], failing: str | None) -> list[str]:
+    """The tests a killing run had reached: those before the first failing one in its order,
+    and that one; all of them when the failure names no test of the list (a timeout, a
+    crashed worker)."""
+    return tests[:tests.index(failing) + 1] if failing in tests else list(tests)
+
+
+# A reproduction run's order is kept whole up to this many tests, beyond it as a digest of the list.
+_ORDER_KEPT = 100
+
+
+def _order_record(order: list[str]) -> dict:
+    digest = hashlib.sha256("\n".join(order).encode()).hexdigest()
+    return {"tests": len(order), **({"order": order} if len(order) <= _ORDER_KEPT else {"orderSha256": digest})}
 
 
 def _run_tests_dir(root: Path, tests_dir: Path, workers: int, timeout: float, *, tests: Sequence[str] = (),
@@ -509,7 +571,10 @@ def summarize(records: list[dict]) -> dict:
             "notExecuted": sum(r["status"] == "survived" and never_run(r) for r in counted),
             "killedByTestsOnly": sorted(r["key"] for r in counted if _killed(r, WITH_PROJECT_TESTS - SUITE_ONLY)),
             "wronglyEquivalent": sorted(r["key"] for r in records if r["status"] == "wrongly-equivalent"),
-            "timeouts": sorted(r["key"] for r in counted if r["status"] == "timeout")}
+            "timeouts": sorted(r["key"] for r in counted if r["status"] == "timeout"),
+            "lateEquivalents": sorted(r["key"] for r in counted if "lateReason" in r),
+            "notReproduced": sorted(r["key"] for r in records if any(
+                not s.get("reproduction", {}).get("reproduced", True) for s in r.get("stages", [])))}
 
 
 def read_equivalents(path: Path | None) -> dict[str, str]:
@@ -546,6 +611,7 @@ def summary_lines(result: dict) -> list[str]:
                  + ("" if result["confirmWholeSuite"] else
                     "; survivors of their covering tests were not confirmed on the whole suite"))
     lines += [f"  survived  {key}" for key in s["survivors"]]
+    lines += [f"  a failure that did not reproduce (not counted a kill)  {key}" for key in s.get("notReproduced", [])]
     lines += [f"  WRONG EQUIVALENCE (a test kills it)  {key}" for key in s["wronglyEquivalent"]]
     return lines
 
