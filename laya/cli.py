@@ -106,7 +106,7 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     each line complete: a signal that comes while a chunk is being computed stops the
     run before any of its lines is written, one that comes while they are being written
     waits until the last is flushed."""
-    from laya.jsonl import predict_chunks
+    from laya.jsonl import encode_results, predict_chunks
 
     ctx = click.get_current_context()
     signals = ctx.find_object(SignalExit)  # main's: every subcommand runs under it
@@ -118,7 +118,7 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     lines = failed = 0
     try:
         for chunk in predict_chunks(opened, sys.stdin.buffer, batch_size):
-            data = "".join(json.dumps(result, ensure_ascii=False) + "\n" for result in chunk).encode("utf-8")
+            data = encode_results(chunk)
             with signals.deferred():  # a signal arriving mid-write waits for the chunk's last line
                 rest = memoryview(data)
                 while rest:  # a signal handled in a blocking write ends it early: write() returns the part written

@@ -127,6 +127,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("request.validation",
           "A request with a wrong-typed or empty field, or an unknown task, is refused with "
           "RequestError naming the field."),
+    Claim("request.text",
+          "A lone surrogate (U+D800..U+DFFF) anywhere in a request's task, question, an option or its "
+          "state is refused by laya.Request with RequestError naming that field and the character's "
+          "index, and an unknown field whose name holds one, a control character, NUL or a newline "
+          "with RequestError naming the field with each surrogate as its \\uxxxx escape; in a real "
+          "`laya predict` process each such line gets that error object while the lines around it are "
+          "served as alone, the output stays UTF-8 JSON and the run exits 3; a prediction for an adapter "
+          "id UTF-8 cannot carry (argv bytes that are not UTF-8) is written with \\u escapes."),
     # --- heads ---------------------------------------------------------------------
     Claim("heads.parity.int8",
           "An int8 head predicts within 0.02 absolute probability of the float32 head it was "
