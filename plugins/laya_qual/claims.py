@@ -76,8 +76,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A weights file (encoder or head) holding a tensor the config does not imply, or an "
           "expected tensor in another dtype (float64 for float32) or shape (one row more), re-pinned, "
           "is refused at load with ArtifactError naming the file and that tensor; so is one missing an "
-          "expected tensor (naming the first missing in sorted order, and how many more); the file "
-          "re-saved unchanged loads."),
+          "expected tensor (naming the first missing in sorted order, and how many more), and one whose "
+          "header lists a tensor name twice (the first entry pointing at another tensor's bytes) or a "
+          "key of one tensor's entry twice (naming that tensor); the file re-saved unchanged loads."),
     Claim("artifact.vocabulary",
           "encoder_config's vocab_size must be at least the tokenizer's size, added tokens included "
           "(equal loads, one less is refused with ArtifactError naming the tokenizer file), and each "
