@@ -114,6 +114,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "load_artifact_with_base): when a file's bytes change on disk right after the loader "
           "hashed them, to a valid file that would change predictions, the loaded model predicts "
           "bitwise as the unchanged artifact, or the load is refused."),
+    Claim("artifact.names",
+          "A head.json task name or a manifest path holding a character of Unicode category Cc (NUL, "
+          "tab, newline, DEL, C1), Cs (a lone surrogate) or Zl/Zp is refused by load_artifact with "
+          "ArtifactError naming the file, the field (tasks[i].name, files[i].path) and the character's "
+          "index, its message printing no such character; a task named with any other characters loads "
+          "and is served under that name; `laya info` on such an artifact, or on a directory holding a "
+          "file whose name is not UTF-8, exits 1 with exactly one `Error:` line on stderr and nothing "
+          "on stdout."),
     Claim("artifact.fields",
           "Each documented field of the manifest (and of a manifest entry), encoder_config.json, "
           "special_tokens.json (and each option marker), sequence_format.json, head.json and a head's "
