@@ -19,7 +19,7 @@ def _text(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise RequestError(f"expected a string, got {type(value).__name__}", field=field)
     require_encodable(value, field)
-    if not value.strip():
+    if not value or value.isspace():  # blank; isspace copies nothing, strip would
         raise RequestError("must not be empty or blank", field=field)
     return value
 
@@ -58,6 +58,11 @@ class Request:
         object.__setattr__(self, "options", options)
         if self.state is not None:
             _text(self.state, "state")
+
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        """Each text with the field that carries it: question, each option, state (if any)."""
+        options = tuple((f"options[{i}]", o) for i, o in enumerate(self.options))
+        return (("question", self.question), *options, *((("state", self.state),) if self.state is not None else ()))
 
     @classmethod
     def from_json(cls, obj: Any) -> "Request":

@@ -132,7 +132,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
     # --- request: typed validation and budgets ------------------------------------
     Claim("request.budget",
           "A request whose rendering exceeds the head's sequence budget, or whose option count "
-          "exceeds its option budget, is refused with BudgetExceeded; nothing is clipped."),
+          "exceeds its option budget, is refused with BudgetExceeded; nothing is clipped. A text "
+          "(question, option, state) longer than the sequence budget times the tokenizer's characters "
+          "per token (docs/serving.md) is refused naming its field before it is tokenized, one exactly "
+          "that long is not; `laya predict` answers a 100 MB question so, serving the lines around it, "
+          "under a 3 GiB address-space limit."),
     Claim("request.validation",
           "A request with a wrong-typed or empty field, or an unknown task, is refused with "
           "RequestError naming the field."),
