@@ -327,6 +327,15 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "prediction whose probabilities are finite, within [0, 1] and sum to 1, or an error object "
           "naming a LayaError subclass; every output is strict JSON (no NaN or Infinity); nothing "
           "escapes as an exception."),
+    Claim("jsonl.hostile",
+          "`laya predict` given valid request lines mixed with hostile ones (control characters, NUL "
+          "and newlines in a question, a lone surrogate in any text field, an unknown field whose name "
+          "is not text, a megabyte question, any other JSON value nested or huge, bytes that are not "
+          "UTF-8), at batch sizes 1, 3 and 32, writes one UTF-8 JSON result line per input line, in "
+          "order: each valid line's prediction bitwise what Adapters.predict gives its request alone, "
+          "each hostile line an error object of the documented type and field (RequestError naming the "
+          "field, BudgetExceeded naming the question); it exits 3 when a line failed and 0 when none "
+          "did, the stderr line count saying how many failed."),
     Claim("jsonl.wire",
           "Each field of a request line (adapter, task, question, options and each option, state), "
           "changed alone in the line's JSON text to each JSON type docs/serving.md does not allow, or "
