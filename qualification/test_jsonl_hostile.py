@@ -56,11 +56,13 @@ def expected(line: Line, alone) -> object:
 
 
 def issue_lines(model) -> list[Line]:
-    """The issue's lines (the process used to die on the first), between valid ones."""
+    """The issue's lines (the process used to die on the first) and a field named U+2028 (which
+    a raw result line would break in two for str.splitlines), between valid ones."""
     good = {"adapter": "h", "task": sorted(model.tasks)[0], "question": "is it here", "options": ["yes", "no"],
             "state": "s"}
     bad = [({**good, "question": "a\ud800b"}, "question"), ({**good, "options": ["yes", "n\udc00"]}, "options[1]"),
-           ({**good, "state": "\ud800"}, "state"), ({**good, "x\ud800y": 1}, "x\\ud800y")]
+           ({**good, "state": "\ud800"}, "state"), ({**good, "x\ud800y": 1}, "x\\ud800y"),
+           ({**good, "\u2028": None}, "\u2028")]  # a line break to str.splitlines, JSON's to hold raw
     ok = Line(json.dumps(good).encode(), "alone")
     return [ok] + [line for obj, field in bad for line in (Line(json.dumps(obj).encode(), ("RequestError", field)), ok)]
 

@@ -332,7 +332,7 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "and newlines in a question, a lone surrogate in any text field, an unknown field whose name "
           "is not text, a megabyte question, any other JSON value nested or huge, bytes that are not "
           "UTF-8), at batch sizes 1, 3 and 32, writes one UTF-8 JSON result line per input line, in "
-          "order: each valid line's prediction bitwise what Adapters.predict gives its request alone, "
+          "order, each one line also to str.splitlines (U+0085, U+2028, U+2029 escaped): each valid line's prediction bitwise what Adapters.predict gives its request alone, "
           "each hostile line an error object of the documented type and field (RequestError naming the "
           "field, BudgetExceeded naming the question); it exits 3 when a line failed and 0 when none "
           "did, the stderr line count saying how many failed."),
