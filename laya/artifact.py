@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from laya.atomic import new_directory
 from laya.binding import canonical_json, sha256
 from laya.errors import ArtifactError, DigestMismatch, UnsupportedAdapter
+from laya.text import unprintable_reason
 
 FORMAT = "laya-artifact-v1"
 MANIFEST = "manifest.json"
@@ -184,6 +185,9 @@ def _parse_manifest(data: bytes) -> dict[str, Any]:
 def _check_relative(path: Any, field: str) -> None:
     if not isinstance(path, str) or not path:
         raise ArtifactError("path must be a non-empty string", file=MANIFEST, field=field)
+    reason = unprintable_reason(path)
+    if reason is not None:
+        raise ArtifactError(f"path {path!r} is not a name: {reason}", file=MANIFEST, field=field)
     parts = path.split("/")
     if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts) or ":" in parts[0]:
         raise ArtifactError(f"path {path!r} escapes or is not a plain relative path", file=MANIFEST, field=field)

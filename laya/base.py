@@ -43,6 +43,7 @@ class VerifiedBase:
         self.source = str(files.directory)
         self.config = parse_encoder_config(files["encoder_config"])
         self.tokenizer = _parse_tokenizer(files["tokenizer"], self.config.vocab_size)
+        self.chars_per_token = chars_per_token(self.tokenizer)
         self.special = parse_special_tokens(files["special_tokens"], self.config.vocab_size)
         for name, token in [("cls", self.special.cls), ("sep", self.special.sep), ("pad", self.special.pad),
                             ("state", self.special.state)] + [(f"option_markers[{i}]", t) for i, t in enumerate(self.special.option_markers)]:
@@ -131,6 +132,20 @@ class VerifiedBase:
             if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.config.vocab_size:
                 raise RequestError(f"{token!r} is not a token id below {self.config.vocab_size}", field=f"token_ids[{i}]")
         return ids
+
+
+def chars_per_token(tokenizer: Tokenizer) -> int:
+    """The most characters of a request text one token stands for, plus one for a separator
+    before it: the longest piece of the vocabulary (added tokens included; a continuation
+    prefix such as ``##`` not counted, it spells no character of the text) or, for WordPiece,
+    the longest word it still looks up (a word it cannot split, up to that length, is one
+    [UNK]), whichever is longer. docs/serving.md, "Bounds before tokenizing", says what a
+    text longer than a budget of these can and cannot be."""
+    model = tokenizer.model
+    prefix = getattr(model, "continuing_subword_prefix", None) or ""
+    longest = max((len(piece) - len(prefix) if prefix and piece.startswith(prefix) else len(piece))
+                  for piece in tokenizer.get_vocab(with_added_tokens=True))
+    return max(longest, getattr(model, "max_input_chars_per_word", 0) or 0) + 1
 
 
 def _parse_tokenizer(pinned, vocab_size: int) -> Tokenizer:

@@ -3,8 +3,10 @@ their own modules) train heads, import bases and check the evolution learner."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import signal
 import sys
 from importlib import import_module
@@ -97,7 +99,8 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     the end two lines go to stderr, "cache: H hits, M misses, E evictions, N entries, B
     bytes" (the cache's counters after the run, all 0 without one) and "lines: L, failed:
     F", and the exit status is 3 if any line failed (unless --allow-errors), 1 if the
-    adapters could not be opened.
+    adapters could not be opened or the results could not be written (a full disk, a
+    closed pipe: one Error line saying how many lines were written).
 
     Lines are served in chunks of up to --batch-size, one forward each; a chunk never
     waits for a line that has not arrived. Each chunk's result lines are written and
@@ -106,7 +109,7 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     each line complete: a signal that comes while a chunk is being computed stops the
     run before any of its lines is written, one that comes while they are being written
     waits until the last is flushed."""
-    from laya.jsonl import predict_chunks
+    from laya.jsonl import encode_results, predict_chunks
 
     ctx = click.get_current_context()
     signals = ctx.find_object(SignalExit)  # main's: every subcommand runs under it
@@ -118,12 +121,9 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     lines = failed = 0
     try:
         for chunk in predict_chunks(opened, sys.stdin.buffer, batch_size):
-            data = "".join(json.dumps(result, ensure_ascii=False) + "\n" for result in chunk).encode("utf-8")
+            data = encode_results(chunk)
             with signals.deferred():  # a signal arriving mid-write waits for the chunk's last line
-                rest = memoryview(data)
-                while rest:  # a signal handled in a blocking write ends it early: write() returns the part written
-                    rest = rest[out.write(rest):]
-                out.flush()
+                _write_all(out, data, lines)
                 lines += len(chunk)
                 failed += sum("error" in result for result in chunk)
     except Interrupted as stop:
@@ -135,6 +135,24 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     click.echo(f"lines: {lines}, failed: {failed}", err=True)
     if failed and not allow_errors:
         sys.exit(EXIT_LINES_FAILED)
+
+
+def _write_all(out, data: bytes, lines: int) -> None:
+    """Write and flush one chunk's lines; an OS error (a full disk, a closed pipe) is one
+    `Error:` line, and stdout is pointed at the null device so nothing at exit tries the
+    failed write again (and prints a second error)."""
+    try:
+        rest = memoryview(data)
+        while rest:  # a signal handled in a blocking write ends it early: write() returns the part written
+            rest = rest[out.write(rest):]
+        out.flush()
+    except OSError as exc:
+        with contextlib.suppress(OSError, ValueError):  # a stream without a descriptor has nothing to retry
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, out.fileno())
+            os.close(null)
+        raise click.ClickException(f"cannot write the results ({exc.strerror or exc}); the first {lines} "
+                                   "lines were written") from None
 
 
 def _written_act_threshold(served: float) -> float:

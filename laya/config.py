@@ -15,6 +15,7 @@ from typing import Any
 from laya.artifact import PinnedFile, parse_json_object
 from laya.encoder import EncoderConfig
 from laya.errors import ArtifactError
+from laya.text import unprintable_reason
 
 HEAD_KINDS = ("float32", "int8", "transformer")
 # Documented limits (docs/artifact-v1.md, "Limits"): checked before anything is built, so
@@ -70,6 +71,14 @@ class _Fields:
         value = self.take(key, str)
         if not value or (choices is not None and value not in choices):
             raise self._fail(key, f"{value!r} is not one of {choices}" if choices else "must be non-empty")
+        return value
+
+    def name(self, key: str) -> str:
+        """A non-empty string that is a name (laya.text): it is printed and matched as text."""
+        value = self.str(key)
+        reason = unprintable_reason(value)
+        if reason is not None:
+            raise self._fail(key, reason)
         return value
 
     def done(self) -> None:
@@ -263,7 +272,7 @@ def parse_head_config(pinned: PinnedFile, *, option_markers: int, max_positions:
             raise ArtifactError("must be an object", file=pinned.path, field=f"tasks[{i}]")
         t = _Fields(raw, pinned.path, prefix=f"tasks[{i}].")
         task = TaskInfo(
-            name=t.str("name"),
+            name=t.name("name"),
             index=i,
             max_options=t.int("max_options", 2, option_budget),
             temperature=t.float("temperature", 0.0, 1e6, open_low=True),

@@ -7,11 +7,28 @@ escapes the public API unwrapped.
 
 from __future__ import annotations
 
+import unicodedata
+
+# What a name may not hold (laya.text says why): control characters, lone surrogates, and the
+# line and paragraph separators.
+NAME_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def shown(text: str) -> str:
+    """``text`` as a message prints it: each character a name may not hold written as its
+    Python escape (``\\n``, ``\\x00``, ``\\ud800``), everything else as it is."""
+    if all(unicodedata.category(c) not in NAME_FORBIDDEN_CATEGORIES for c in text):
+        return text
+    return "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in NAME_FORBIDDEN_CATEGORIES
+                   else c for c in text)
+
 
 def _located(message: str, *where: str | None) -> str:
     """``"where, where: message"`` naming what is at fault (file, line, field, pin), or the bare
-    message when nothing is named: the one spelling of every located refusal."""
-    prefix = ", ".join(part for part in where if part)
+    message when nothing is named: the one spelling of every located refusal. What is named
+    is shown with its control characters and lone surrogates escaped (``shown``), so the
+    message is one printable line whatever a file or request called it."""
+    prefix = ", ".join(shown(part) for part in where if part)
     return f"{prefix}: {message}" if prefix else message
 
 

@@ -55,6 +55,26 @@ def serve_chunk(adapters: Adapters, raws: list[bytes], first: int) -> list[dict[
     return [{"line": number, **_outcome(result)} for number, result in enumerate(results, start=first)]
 
 
+def encode_results(results: list[dict[str, Any]]) -> bytes:
+    """The result lines as UTF-8 bytes, one per result, U+0085, U+2028 and U+2029 escaped
+    (``_LINE_BREAKS``). A result whose text UTF-8 cannot carry (a lone surrogate, e.g. in an
+    adapter id given as undecodable argv bytes) is written with ``\\uXXXX`` escapes
+    instead: the same JSON value, so no line is lost."""
+    return b"".join(_encoded(result) + b"\n" for result in results)
+
+
+# Line breaks to some line splitters (Python's str.splitlines, older JavaScript) that JSON
+# lets a string hold raw: written as escapes, so a result is one line to any reader.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _encoded(result: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(result, ensure_ascii=False).translate(_LINE_BREAKS).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(result).encode("ascii")
+
+
 def _outcome(result: Any) -> dict[str, Any]:
     if isinstance(result, LayaError):
         return {"error": {"type": type(result).__name__, "field": getattr(result, "field", None),

@@ -76,6 +76,12 @@ class Head:
         if len(request.options) > task.max_options:
             raise BudgetExceeded(f"{len(request.options)} options, task {task.name!r} allows {task.max_options}",
                                  field="options")
+        longest = self.config.sequence_budget * self.base.chars_per_token
+        for field, text in request.texts():  # before tokenizing: its cost is the text's length
+            if len(text) > longest:
+                raise BudgetExceeded(f"is {len(text)} characters; within the head's sequence budget of "
+                                     f"{self.config.sequence_budget} tokens a text has at most {longest} "
+                                     f"({self.base.chars_per_token} per token)", field=field)
         rendered = self.base.render(request)
         if len(rendered.token_ids) > self.config.sequence_budget:
             raise BudgetExceeded(f"renders to {len(rendered.token_ids)} tokens, the head's sequence budget is "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -9,13 +10,32 @@ from laya.errors import RequestError
 
 DECISIONS = ("act", "escalate")
 
+# A lone surrogate (U+D800..U+DFFF): valid in a JSON string's escapes, in no UTF-8 text, so
+# no tokenizer or output line can carry it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise RequestError(f"expected a string, got {type(value).__name__}", field=field)
-    if not value.strip():
+    require_encodable(value, field)
+    if not value or value.isspace():  # blank; isspace copies nothing, strip would
         raise RequestError("must not be empty or blank", field=field)
     return value
+
+
+def require_encodable(value: str, field: str) -> None:
+    """Refuse text holding a lone surrogate, naming where; searched in place (no copy)."""
+    found = _SURROGATE.search(value)
+    if found is not None:
+        raise RequestError(f"holds a lone surrogate U+{ord(found.group()):04X} at character {found.start()}, "
+                           "which is not text (not encodable as UTF-8)", field=field)
+
+
+def printable_name(name: str) -> str:
+    """``name`` as an error may carry it: each lone surrogate written as its ``\\uxxxx``
+    escape, so the error's field and message encode as UTF-8 whatever the request held."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -39,6 +59,11 @@ class Request:
         if self.state is not None:
             _text(self.state, "state")
 
+    def texts(self) -> tuple[tuple[str, str], ...]:
+        """Each text with the field that carries it: question, each option, state (if any)."""
+        options = tuple((f"options[{i}]", o) for i, o in enumerate(self.options))
+        return (("question", self.question), *options, *((("state", self.state),) if self.state is not None else ()))
+
     @classmethod
     def from_json(cls, obj: Any) -> "Request":
         """Build from a decoded JSON object, refusing unknown fields by name."""
@@ -46,7 +71,7 @@ class Request:
             raise RequestError(f"expected a JSON object, got {type(obj).__name__}")
         unknown = set(obj) - {"task", "question", "options", "state"}
         if unknown:
-            raise RequestError("unknown field", field=sorted(unknown)[0])
+            raise RequestError("unknown field", field=printable_name(sorted(unknown)[0]))
         for required in ("task", "question", "options"):
             if required not in obj:
                 raise RequestError("missing", field=required)

@@ -3,7 +3,8 @@ expectation of tensor names, dtypes and shapes."""
 
 from __future__ import annotations
 
-from typing import Mapping
+import json
+from typing import Any, Mapping
 
 import torch
 from safetensors import SafetensorError
@@ -18,6 +19,7 @@ Expected = Mapping[str, tuple[tuple[int, ...], torch.dtype]]
 def load_tensors(pinned: PinnedFile, expected: Expected) -> dict[str, torch.Tensor]:
     """Tensors of ``pinned`` parsed from its bytes; refuses any missing, extra,
     wrong-dtype, wrong-shape or non-finite tensor, naming file and tensor."""
+    _refuse_repeated_names(pinned)
     try:
         tensors = load_safetensors(pinned.data)
     except SafetensorError as exc:
@@ -38,6 +40,42 @@ def load_tensors(pinned: PinnedFile, expected: Expected) -> dict[str, torch.Tens
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ArtifactError("holds non-finite values", file=pinned.path, field=name)
     return tensors
+
+
+class _Entries(dict):
+    """A header object as parsed, with the first key it lists twice (``None`` if none)."""
+    repeated: str | None = None
+
+
+def _entries(pairs: list[tuple[str, Any]]) -> _Entries:
+    obj = _Entries(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        obj.repeated = next(k for k, _ in pairs if k in seen or seen.add(k))
+    return obj
+
+
+def _refuse_repeated_names(pinned: PinnedFile) -> None:
+    """Refuse a header (parsed here from the hashed bytes) that lists a tensor name, or a key
+    of a tensor's entry, twice: safetensors keeps the last, another reader may keep the first,
+    so two readers of the pinned bytes could load different tensors. A header that is not
+    JSON is left to safetensors' own refusal."""
+    data = pinned.data
+    length = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+    if not 0 <= length <= len(data) - 8:
+        return
+    try:
+        header = json.loads(data[8:8 + length].decode("utf-8"), object_pairs_hook=_entries)
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(header, _Entries):
+        return
+    if header.repeated is not None:
+        raise ArtifactError("tensor name listed twice in the safetensors header", file=pinned.path,
+                            field=header.repeated)
+    for name, entry in header.items():
+        if isinstance(entry, _Entries) and entry.repeated is not None:
+            raise ArtifactError(f"header entry lists key {entry.repeated!r} twice", file=pinned.path, field=name)
 
 
 class FrozenWeights:

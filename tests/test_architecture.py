@@ -25,7 +25,7 @@ TRAINING = {"laya.calibration", "laya.dataset", "laya.export", "laya.features", 
 SERVING = {"laya", "laya.adapters", "laya.artifact", "laya.atomic", "laya.base", "laya.batch", "laya.binding", "laya.cache",
            "laya.cancel", "laya.config", "laya.encoder", "laya.errors", "laya.finite", "laya.gate",
            "laya.head_network", "laya.importer", "laya.interrupts", "laya.jsonl", "laya.loading", "laya.rendering",
-           "laya.request", "laya.weights"}
+           "laya.request", "laya.text", "laya.weights"}
 COMMAND_LINE = {"laya.cli"}
 # What evolution may take from the rest of the runtime: its errors and the byte-level helpers.
 EVOLUTION_MAY_USE = {"laya", "laya.errors", "laya.atomic", "laya.binding"}

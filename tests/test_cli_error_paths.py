@@ -520,3 +520,17 @@ def test_merge_still_verifies_and_shows_its_report_when_the_durations_cannot_be_
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert f"laya-qual: could not record the durations in {blocked / 'durations.json'}" in result.stderr
     assert out.exists() and "WARNED" in result.stdout
+
+
+def test_laya_predict_into_a_full_disk_is_one_error_line(tmp_path):
+    """Before: `laya predict > /dev/full` ended in an OSError traceback (and a second error at exit)."""
+    from laya_qual.synth import write_artifact
+
+    artifact = write_artifact(tmp_path / "a", seed=11, head_kind="float32", base_seed=3)
+    line = json.dumps({"adapter": "h", "task": "answer", "question": "is it here", "options": ["yes", "no"]})
+    with open("/dev/full", "wb") as full:
+        run = subprocess.run([sys.executable, "-m", "laya.cli", "predict", "--base", str(artifact), "--adapter",
+                               f"h={artifact}"], input=(line + "\n").encode(), stdout=full, stderr=subprocess.PIPE,
+                              timeout=120)
+    assert run.returncode == 1 and run.stderr.decode().splitlines() == [
+        "Error: cannot write the results (No space left on device); the first 0 lines were written"], run.stderr

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
+import signal
 import stat
 import subprocess
 import sys
@@ -284,3 +286,43 @@ def test_claims_are_listed_unknown_verdicts_first_then_failures_then_the_rest():
     claims = [{"id": i, "verdict": v} for i, v in
               enumerate(["passed", "not evaluated", "failed", "someday", "passed", "failed"])]
     assert [c["id"] for c in failures_first(claims)] == [3, 2, 5, 1, 0, 4]
+
+
+LAYA_QUAL = [sys.executable, "-c", "from laya_qual.cli import main; main()"]
+
+
+def show_limited(args: list, limit: int) -> subprocess.CompletedProcess:
+    """`laya-qual show` as a process that may write files of at most ``limit`` bytes (a full
+    disk, as the writer sees one: EFBIG once a write would pass it)."""
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return subprocess.run([*LAYA_QUAL, "show", *map(str, args)], capture_output=True,
+                          text=True, preexec_fn=limited, timeout=120)
+
+
+@pytest.mark.parametrize("append", [False, True], ids=["output", "append"])
+def test_show_output_on_a_full_disk_keeps_the_old_file_and_says_so_in_one_line(real, tmp_path, append):
+    """Before: --output truncated the old file and left the 4 KiB the disk took of the new
+    one; --append left half an appended summary. Now the new file is written beside and
+    renamed, so the old one stays whole, and the OS error is one `Error:` line."""
+    bundle, _, _ = real
+    out = tmp_path / "summary.md"
+    old = "previous summary\n" * 100
+    out.write_text(old)
+    run = show_limited([bundle, "--markdown", "--output", out, *(["--append"] if append else [])], len(old) + 64)
+    assert run.returncode == 1 and run.stdout == "", run.stderr
+    assert run.stderr.startswith("Error: cannot write") and len(run.stderr.splitlines()) == 1, run.stderr
+    assert out.read_text() == old and sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_bundle_that_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
+    """Before: /dev/zero ended in a MemoryError traceback and a FIFO no one writes blocked forever."""
+    path = {"fifo": tmp_path / "fifo", "dev-zero": Path("/dev/zero")}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    run = subprocess.run([*LAYA_QUAL, "show", str(path)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 1 and len(run.stderr.splitlines()) == 1 and run.stderr.startswith("Error: "), run.stderr
+    assert "not a regular file" in run.stderr, run.stderr

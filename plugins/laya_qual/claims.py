@@ -76,8 +76,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A weights file (encoder or head) holding a tensor the config does not imply, or an "
           "expected tensor in another dtype (float64 for float32) or shape (one row more), re-pinned, "
           "is refused at load with ArtifactError naming the file and that tensor; so is one missing an "
-          "expected tensor (naming the first missing in sorted order, and how many more); the file "
-          "re-saved unchanged loads."),
+          "expected tensor (naming the first missing in sorted order, and how many more), and one whose "
+          "header lists a tensor name twice (the first entry pointing at another tensor's bytes) or a "
+          "key of one tensor's entry twice (naming that tensor); the file re-saved unchanged loads."),
     Claim("artifact.vocabulary",
           "encoder_config's vocab_size must be at least the tokenizer's size, added tokens included "
           "(equal loads, one less is refused with ArtifactError naming the tokenizer file), and each "
@@ -113,6 +114,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "load_artifact_with_base): when a file's bytes change on disk right after the loader "
           "hashed them, to a valid file that would change predictions, the loaded model predicts "
           "bitwise as the unchanged artifact, or the load is refused."),
+    Claim("artifact.names",
+          "A head.json task name or a manifest path holding a character of Unicode category Cc (NUL, "
+          "tab, newline, DEL, C1), Cs (a lone surrogate) or Zl/Zp is refused by load_artifact with "
+          "ArtifactError naming the file, the field (tasks[i].name, files[i].path) and the character's "
+          "index, its message printing no such character; a task named with any other characters loads "
+          "and is served under that name; `laya info` on such an artifact, or on a directory holding a "
+          "file whose name is not UTF-8, exits 1 with exactly one `Error:` line on stderr and nothing "
+          "on stdout."),
     Claim("artifact.fields",
           "Each documented field of the manifest (and of a manifest entry), encoder_config.json, "
           "special_tokens.json (and each option marker), sequence_format.json, head.json and a head's "
@@ -123,10 +132,22 @@ CLAIMS: dict[str, Claim] = _catalogue(
     # --- request: typed validation and budgets ------------------------------------
     Claim("request.budget",
           "A request whose rendering exceeds the head's sequence budget, or whose option count "
-          "exceeds its option budget, is refused with BudgetExceeded; nothing is clipped."),
+          "exceeds its option budget, is refused with BudgetExceeded; nothing is clipped. A text "
+          "(question, option, state) longer than the sequence budget times the tokenizer's characters "
+          "per token (docs/serving.md) is refused naming its field before it is tokenized, one exactly "
+          "that long is not; `laya predict` answers a 100 MB question so, serving the lines around it, "
+          "under a 3 GiB address-space limit."),
     Claim("request.validation",
           "A request with a wrong-typed or empty field, or an unknown task, is refused with "
           "RequestError naming the field."),
+    Claim("request.text",
+          "A lone surrogate (U+D800..U+DFFF) anywhere in a request's task, question, an option or its "
+          "state is refused by laya.Request with RequestError naming that field and the character's "
+          "index, and an unknown field whose name holds one, a control character, NUL or a newline "
+          "with RequestError naming the field with each surrogate as its \\uxxxx escape; in a real "
+          "`laya predict` process each such line gets that error object while the lines around it are "
+          "served as alone, the output stays UTF-8 JSON and the run exits 3; a prediction for an adapter "
+          "id UTF-8 cannot carry (argv bytes that are not UTF-8) is written with \\u escapes."),
     # --- heads ---------------------------------------------------------------------
     Claim("heads.parity.int8",
           "An int8 head predicts within 0.02 absolute probability of the float32 head it was "
@@ -306,6 +327,15 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "prediction whose probabilities are finite, within [0, 1] and sum to 1, or an error object "
           "naming a LayaError subclass; every output is strict JSON (no NaN or Infinity); nothing "
           "escapes as an exception."),
+    Claim("jsonl.hostile",
+          "`laya predict` given valid request lines mixed with hostile ones (control characters, NUL "
+          "and newlines in a question, a lone surrogate in any text field, an unknown field whose name "
+          "is not text, a megabyte question, any other JSON value nested or huge, bytes that are not "
+          "UTF-8), at batch sizes 1, 3 and 32, writes one UTF-8 JSON result line per input line, in "
+          "order, each one line also to str.splitlines (U+0085, U+2028, U+2029 escaped): each valid line's prediction bitwise what Adapters.predict gives its request alone, "
+          "each hostile line an error object of the documented type and field (RequestError naming the "
+          "field, BudgetExceeded naming the question); it exits 3 when a line failed and 0 when none "
+          "did, the stderr line count saying how many failed."),
     Claim("jsonl.wire",
           "Each field of a request line (adapter, task, question, options and each option, state), "
           "changed alone in the line's JSON text to each JSON type docs/serving.md does not allow, or "

@@ -150,14 +150,18 @@ def _laya_statement(bundle: Path) -> dict:
 @click.option("--public-key", type=click.Path(dir_okay=False, path_type=Path),
               help="verify first (otherwise the summary says the signature was not checked)")
 @click.option("--markdown", is_flag=True, help="release-note markdown instead of the terminal table")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="write here instead of stdout")
-@click.option("--append", is_flag=True, help="append to --output (e.g. $GITHUB_STEP_SUMMARY) instead of replacing it")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="write here instead of stdout (beside it, then renamed over it: a failed write "
+                   "leaves the old file whole)")
+@click.option("--append", is_flag=True, help="append to --output (e.g. $GITHUB_STEP_SUMMARY) instead of replacing it "
+                                             "(the old bytes and the new, beside it, then renamed)")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
               help="write one self-contained HTML page here instead: claims (filterable), each qualified head's "
                    "reliability diagrams and certification path, benchmark charts")
 def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | None, append: bool,
          html_out: Path | None) -> None:
-    """Summarize a report bundle: claims table (failures first) and benchmark figures."""
+    """Summarize a report bundle: claims table (failures first) and benchmark figures.
+
+    A BUNDLE that is not a regular file (a FIFO, /dev/zero) is refused before a byte is read."""
     from laya_qual import summary
     from laya_qual.html_report import Signature
 
@@ -181,11 +185,39 @@ def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | N
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise click.ClickException(f"{bundle}: laya-qual predicate is malformed ({e!r})") from None
     if output:
-        with open(output, "a" if append else "w", encoding="utf-8") as f:
-            f.write(rendered)
+        _write_output(output, rendered, append)
         click.echo(f"{'appended to' if append else 'wrote'} {output}")
     else:
         click.echo(rendered, nl=False)
+
+
+def _write_output(output: Path, text: str, append: bool) -> None:
+    """``show --output``: the file (a symlink's target) is replaced whole through a temporary
+    sibling, so a full disk or any OS error leaves the old file as it was (``--append``
+    writes the old bytes and the new text beside it, then renames); a stream (a FIFO, a
+    terminal, /dev/stdout) has no old bytes to lose and is written directly. An OS error is
+    one `Error:` line."""
+    import os
+    import stat
+
+    from laya.atomic import write_file
+    from laya.errors import LayaError
+
+    target = Path(os.path.realpath(output))
+    try:
+        try:
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):
+            with open(target, "a" if append else "w", encoding="utf-8") as stream:
+                stream.write(text)
+            return
+        old = target.read_bytes() if append and mode is not None else b""
+        write_file(target, old + text.encode("utf-8"), mode=0o666 if mode is None else stat.S_IMODE(mode),
+                   replace=True)
+    except (OSError, LayaError) as e:
+        raise click.ClickException(f"cannot write {output}: {getattr(e, 'strerror', None) or e}") from None
 
 
 def _write_html(laya: dict, bundle: Path, checked, out: Path) -> None:

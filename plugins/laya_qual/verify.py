@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,10 +44,20 @@ def _no_duplicates(pairs):
 
 
 def read_bundle(path: Path) -> bytes:
+    """The bundle's bytes; anything but a regular file (a FIFO, /dev/zero, a directory) is
+    refused before a byte is read: it could block forever or never end."""
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb", opener=_nonblocking) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise VerifyError(f"{path}: not a regular file (a bundle is a file of signed lines)")
+            return f.read()
     except OSError as e:
         raise VerifyError(f"{path}: cannot read bundle ({e.strerror or e})") from None
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    """Open without blocking: opening a FIFO that no writer holds otherwise waits forever."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def parse_lines(data: bytes, path: Path | str) -> list[dict]:
