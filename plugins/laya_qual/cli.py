@@ -290,7 +290,9 @@ def compare_cmd(old: Path, new: Path, public_key: Path | None, old_key: Path | N
         try:
             v = verify_bundle(bundle, load_public_key(keys[label]))
         except (SigningError, VerifyError) as e:
-            raise click.ClickException(f"{label} bundle {bundle}: verification failed: {e}") from None
+            hint = ("; each report may have its own key: give --old-key OLD.pub --new-key NEW.pub"
+                    if "not by the given key" in str(e) and public_key and not (old_key and new_key) else "")
+            raise click.ClickException(f"{label} bundle {bundle}: verification failed: {e}{hint}") from None
         verified[label] = (str(bundle), v.keyid, v.laya)
     try:
         c = compare.compare(verified["OLD"], verified["NEW"], thresholds, across_machines)
