@@ -118,12 +118,13 @@ def test_run_checks_its_options_before_pytest_starts(tmp_path, made):
     assert refused(tmp_path, "run", "--base", made["head"] / "head.json", pytest_run=False).startswith(
         f"Error: --base {made['head'] / 'head.json'}: a file, not a directory")
     assert refused(tmp_path, "run", "--key", tmp_path / "nokey", pytest_run=False) == (
-        f"Error: --key {tmp_path / 'nokey'}: {tmp_path / 'nokey.pub'}: cannot read public key "
-        "(No such file or directory); keep its public key KEY.pub beside KEY (laya-qual keygen writes both)")
+        f"Error: --key {tmp_path / 'nokey'}: no such file; give a PEM private key file "
+        "(`laya-qual keygen KEY` writes KEY and KEY.pub) or a signer URI")
     lone = tmp_path / "lone"
     shutil.copyfile(made["key"], lone)
-    assert refused(tmp_path, "run", "--key", lone, pytest_run=False).startswith(
-        f"Error: --key {lone}: {lone}.pub: cannot read public key")
+    assert refused(tmp_path, "run", "--key", lone, pytest_run=False) == (
+        f"Error: --key {lone}: {lone}.pub: cannot read public key (No such file or directory); "
+        "keep its public key KEY.pub beside KEY (laya-qual keygen writes both)")
     shutil.copyfile(f"{made['other']}.pub", f"{lone}.pub")
     assert refused(tmp_path, "run", "--key", lone, pytest_run=False).startswith(
         f"Error: --key {lone}: {lone}.pub is not its public key")

@@ -366,6 +366,9 @@ def _check_key(key: str) -> Path:
     except SigningError as e:
         raise BadOption(f"--key {e}") from None
     pem = str(public) == f"{key}.pub"
+    if pem and not Path(key).exists():
+        raise BadOption(f"--key {key}: no such file; give a PEM private key file (`laya-qual keygen KEY` writes "
+                        "KEY and KEY.pub) or a signer URI")
     try:
         public_key = load_public_key(public)
     except SigningError as e:
