@@ -202,23 +202,27 @@ def test_merge_without_a_key_cannot_create_the_development_key(evidence, tmp_pat
 
 
 def test_merge_with_a_signer_uri_whose_public_key_is_missing(evidence, tmp_path, clean_env):
-    """A signer URI's public key file that cannot be read is named as such (not as a signer failure)."""
+    """A signer URI's public key file that cannot be read is named as such (not as a signer
+    failure), before anything is merged: a bad command line."""
     missing = tmp_path / "missing.pub"
     clean_env.setenv(PUBLIC_KEY_ENV, str(missing))
-    refused(cli("merge", evidence, "--key", "file2:/nonexistent/key", "--out", tmp_path / "r.jsonl"), 1,
-            f"{missing}: cannot read public key (No such file or directory)")
+    refused(cli("merge", evidence, "--key", "file2:/nonexistent/key", "--out", tmp_path / "r.jsonl"), 2,
+            f"--key file2:/nonexistent/key: {missing}: cannot read public key (No such file or directory); "
+            f"set ${PUBLIC_KEY_ENV} to the signer's PEM public key")
 
 
-def test_merge_whose_report_does_not_verify_with_the_public_key_beside_the_key(evidence, keys, tmp_path):
-    """The merged report is verified before it is summarized: a .pub that is not the key's half gives exit 4."""
+def test_merge_with_a_public_key_beside_the_key_that_is_not_its_half(evidence, keys, tmp_path):
+    """The report is verified with KEY.pub: one that is not the key's half is refused before
+    anything is merged or written (exit 2), naming both keyids."""
     key = tmp_path / "key"
     keygen(key)
     signer = load_signer(key).public_key.keyid
     Path(f"{key}.pub").write_bytes(Path(f"{keys[1]}.pub").read_bytes())
     out = tmp_path / "r.jsonl"
-    refused(cli("merge", evidence, "--key", key, "--out", out, "--durations", tmp_path / "d.json"), 4,
-            f"verification failed: {out}: line 1: signed by keyid {signer[:16]}..., "
-            f"not by the given key {keyid(Path(f'{keys[1]}.pub'))[:16]}...")
+    refused(cli("merge", evidence, "--key", key, "--out", out, "--durations", tmp_path / "d.json"), 2,
+            f"--key {key}: {key}.pub is not its public key (keyid {keyid(Path(f'{keys[1]}.pub'))[:16]}, "
+            f"the key's {signer[:16]}); put the matching KEY.pub beside it")
+    assert not out.exists()
 
 
 def test_merge_overwrites_the_report_an_earlier_merge_left_at_its_out(evidence, keys, tmp_path):
@@ -256,9 +260,10 @@ def test_run_shard_sends_suite_figures_to_merge(clean_env, tmp_path, option):
 
 
 def test_run_with_a_signer_uri_but_no_public_key(clean_env):
-    """A signer URI needs $LAYA_QUAL_SIGNING_PUBLIC_KEY to verify what it signed: exit 1 before any pass runs."""
-    refused(cli("run", "--key", "file2:/nonexistent/key", "--", BOGUS), 1,
-            f"file2: a signer URI needs its public key in ${PUBLIC_KEY_ENV}")
+    """A signer URI needs $LAYA_QUAL_SIGNING_PUBLIC_KEY to verify what it signed: a bad command line
+    (exit 2) before any pass runs."""
+    refused(cli("run", "--key", "file2:/nonexistent/key", "--", BOGUS), 2,
+            f"--key file2: a signer URI needs its public key in ${PUBLIC_KEY_ENV}")
 
 
 def test_run_shard_one_whose_suite_pass_fails(clean_env, tmp_path):

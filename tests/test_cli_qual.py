@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from laya_qual.claims import CLAIMS
 from laya_qual.cli import main
-from laya_qual.summary import claims_markdown
+from laya_qual.summary import DEV_KEY_NOTE, claims_markdown
 from laya_qual.verify import read_statements
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,10 +220,11 @@ def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     assert f"created development key {dev}" in result.stderr and "created development key" not in result.stdout
     assert "SIGNING WITH THE DEVELOPMENT KEY" in result.stderr
     [bundle] = (tmp_path / "reports").glob("qualification-*.intoto.jsonl")
-    assert f"bundle: reports/{bundle.name}" in result.output
+    assert f"bundle    reports/{bundle.name}" in result.output
     assert f"signature verified with {dev}.pub" in result.output
     assert "DEVELOPMENT key" in result.output
-    assert "\n\n\n" not in result.stdout and result.stdout.endswith(".pub\n")  # one blank line between parts
+    assert "\n\n\n" not in result.stdout  # one blank line between parts
+    assert result.stdout.endswith(f"--public-key {dev}.pub\nWARNING   {DEV_KEY_NOTE}\n")  # the verdict, last
     assert result.exit_code != 0  # nothing ran: pytest exit 5, and the report is WARNED
     assert stat.S_IMODE(dev.stat().st_mode) == 0o600
     # no key in the project: the bundle, and the durations store that balances later shards and plans

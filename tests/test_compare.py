@@ -8,6 +8,7 @@ import base64
 import copy
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from importlib.metadata import version
@@ -252,6 +253,20 @@ def test_kill_rate_compared(pair, key):
                                                 ("suite", "killRate", None, "rate", 0.98, 0.95, "worse")]
 
 
+def test_seeds_and_settings_are_changed_not_measured(pair, key):
+    """A seed or the machine's cores changing is a changed setting: no difference, no percentage."""
+    old, new = pair(spec(kill_rate={**kill_rate(98), "sampleSeed": 9292}, cores=2),
+                    spec(kill_rate={**kill_rate(98), "sampleSeed": 8686}, cores=4))
+    report = compared(old, new, key)
+    settings = [r for r in report["rows"] if r["figure"] in ("sampleSeed", "cores") and r["changed"]]
+    assert [(r["figure"], r["old"], r["new"]) for r in settings] == [("cores", 2, 4), ("sampleSeed", 9292, 8686)] \
+        or sorted((r["figure"], r["old"], r["new"]) for r in settings) == [("cores", 2, 4), ("sampleSeed", 9292, 8686)]
+    assert all("change" not in r and "relative" not in r for r in settings)
+    text = cli("compare", old, new, "--public-key", key[1]).output
+    [line] = [line for line in text.splitlines() if "sampleSeed" in line]
+    assert "9292" in line and "8686" in line and "%" not in line, line
+
+
 def test_a_suite_figure_of_no_mutants_has_no_rate():
     """A rate row needs numbers on both sides of the division: a figure of total 0, or one
     whose killed count is missing, gets its numbers compared but no rate (and no error)."""
@@ -492,7 +507,8 @@ def test_a_tampered_bundle_is_exit_1_naming_it(pair, key):
 def test_each_bundle_verifies_with_its_own_key(tmp_path, key):
     old = build(tmp_path / "old", spec(), key[0])
     new = build(tmp_path / "new", spec(median=0.625), key[2])
-    one_line_error(cli("compare", old, new, "--public-key", key[1]), "NEW bundle", "not by the given key")
+    one_line_error(cli("compare", old, new, "--public-key", key[1]), "NEW bundle", "not by the given key",
+                   "each report may have its own key: give --old-key OLD.pub --new-key NEW.pub")
     result = cli("compare", old, new, "--old-key", key[1], "--new-key", key[3], "--json")
     assert result.exit_code == 0 and json.loads(result.output)["new"]["keyid"] == key[2].public_key.keyid
     assert cli("compare", old, new, "--new-key", key[3]).exit_code == 2  # OLD has no key
@@ -516,8 +532,8 @@ def test_a_run_records_each_artifact_head_verbatim(tmp_path, key):
     each head.json's kind and task objects as the file holds them; verify accepts it."""
     base = write_artifact(tmp_path / "base", seed=5, head_kind="float32")
     synthetic = write_artifact(tmp_path / "head-b", seed=6, head_kind="int8")
-    trained = tmp_path / "head-a"
-    trained.mkdir()
+    trained = tmp_path / "head-a"  # an artifact laya wrote (the run checks that first), its head.json replaced
+    shutil.copytree(synthetic, trained)
     (trained / "head.json").write_text(json.dumps({"kind": "float32", "tasks": [trained_task(), {"name": "x"}]}))
     (tmp_path / "test_mini.py").write_text(MINI_SUITE)
     bundle = tmp_path / "r.intoto.jsonl"

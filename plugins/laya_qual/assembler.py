@@ -55,6 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("laya_evidence_in", None) and not (
             config.getoption("laya_report", None) or config.getoption("laya_evidence_out", None)):
         raise pytest.UsageError("--laya-evidence-in merges into --laya-report or --laya-evidence-out: give one")
+    key = config.getoption("laya_signing_key", None)
+    if key and key != os.environ.get(KEY_ENV) and not config.getoption("laya_report", None):
+        raise pytest.UsageError(f"--laya-signing-key {key} signs the --laya-report bundle, and there is none: "
+                                "add --laya-report PATH (or drop the key)")
     if collects_evidence(config) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Assembler(config), "laya_qual_assembler")
 
@@ -130,9 +134,13 @@ class Assembler:
         key_path = config.getoption("laya_signing_key") if self.path else None
         try:
             self.key = load_signer(key_path) if key_path else None
+        except SigningError as e:
+            given = "--laya-signing-key" if key_path != os.environ.get(KEY_ENV) else f"${KEY_ENV}"
+            raise pytest.UsageError(f"{given} {e}; give a PEM private key file or a signer URI") from None
+        try:
             self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
             self.heads = heads(config.getoption("laya_artifact"), config.getoption("laya_base"), self.subjects)
-        except (SigningError, SubjectError) as e:
+        except SubjectError as e:
             raise pytest.UsageError(f"laya_qual report: {e}") from None
         # The harness as it was when the run started, not as it is when it ends.
         self.harness = harness_digests({name: package_dir(name) for name in HARNESS_PACKAGES if package_dir(name)})
@@ -268,6 +276,14 @@ class Assembler:
             invocation["url"] = url
         return invocation
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        """Outermost: the last progress line goes after the terminal's final progress column."""
+        try:
+            return (yield)
+        finally:
+            self.progress.finish()
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.progress.expect([item.nodeid for item in session.items])
 
@@ -316,20 +332,31 @@ class Assembler:
             return
         self.summary = write_report(self.path, self.key, self._merged(), context, passes)
 
+    @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
+        """The verdict, after every other plugin's summary (pytest-benchmark's tables
+        included), so it is what the terminal shows when the run ends."""
+        from laya_qual.summary import DEV_KEY_NOTE
+
         if self.summary is None:
             return
         tr, s = terminalreporter, self.summary
         tr.section("laya_qual report")
         counts = ", ".join(f"{s['counts'][v]} {v}" for v in VERDICTS)
-        tr.write_line(f"result {s['result']}: {counts} (claims)", red=s["result"] == "FAILED",
-                      yellow=s["result"] == "WARNED", green=s["result"] == "PASSED", bold=True)
+        tr.write_line(f"result {s['result']}: {counts} (of {sum(s['counts'].values())} claims)",
+                      red=s["result"] == "FAILED", yellow=s["result"] == "WARNED", green=s["result"] == "PASSED",
+                      bold=True)
         for cid in s["failed"]:
             tr.write_line(f"  failed claim: {cid}", red=True)
-        tr.write_line(f"bundle: {self.path}")
+        if s["counts"]["not evaluated"] and not self.config.getoption("laya_qualify"):
+            tr.write_line("note: no --laya-qualify, so only the claim-tagged tests collected here were evidence; "
+                          "add --laya-qualify to run the shipped qualification suite", yellow=True)
         if self.key is None:
             tr.write_line(f"UNSIGNED REPORT: no signing key (--laya-signing-key or ${KEY_ENV}); "
                           "this bundle will NOT verify and must not be attached to a release",
                           red=True, bold=True)
         else:
             tr.write_line(f"signed: keyid {self.key.public_key.keyid}")
+        tr.write_line(f"bundle: {self.path}")
+        if signing_facts(self.key)["developmentKey"]:
+            tr.write_line(f"WARNING: {DEV_KEY_NOTE}", yellow=True, bold=True)

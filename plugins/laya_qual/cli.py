@@ -24,8 +24,8 @@ if missing := missing_harness():  # a runtime-only install: click's one-line err
 
 from laya_qual.mutation import WHOLE_RUN_TIMEOUT_S
 from laya_qual.shards import DURATIONS_DIR, DURATIONS_FILE, default_durations
-from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, SigningError, dev_key_path, keygen, load_public_key,
-                               load_signer, public_key_path)
+from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, PUBLIC_KEY_ENV, SigningError, dev_key_path, keygen,
+                               load_public_key, load_signer, public_key_path)
 from laya_qual.verify import VerifyError, read_statements, verify_bundle
 
 # The per-user development key (signing.dev_key_path) as --help names it: the same words on every
@@ -36,6 +36,14 @@ DEV_KEY = "$XDG_CACHE_HOME/laya-qual/dev-key (~/.cache/laya-qual/dev-key without
 # or a required claim falls short.
 EXIT_REJECTED = 3
 RESULTS = ("PASSED", "WARNED", "FAILED")
+
+
+class BadOption(click.ClickException):
+    """An option found unusable before any work starts: one `Error:` line, exit 2 (bad command line)."""
+
+    exit_code = 2
+
+
 # What an option of this kind may be: 0 workers runs in-process; a timeout is a positive time.
 WORKERS = click.IntRange(min=0)
 SECONDS = click.FloatRange(min=0, min_open=True)
@@ -86,6 +94,17 @@ def _shortfalls(laya: dict, require_result: str, require_claims: tuple[str, ...]
     return out
 
 
+def _known_claims(required: tuple[str, ...], in_report: list[str]) -> None:
+    """A --require-claim id that is neither catalogued nor in the report is a typo: a bad
+    command line (exit 2), not a report that falls short (exit 3)."""
+    from laya_qual.claims import CLAIMS
+    from laya_qual.preflight import unknown_claims
+
+    unknown = unknown_claims(required, {**dict.fromkeys(in_report), **CLAIMS})
+    if unknown:
+        raise BadOption(f"--require-claim {unknown[0]}; see `laya-qual claims`")
+
+
 @main.command()
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--public-key", required=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -103,8 +122,8 @@ def verify(bundle: Path, public_key: Path, artifacts: tuple[str, ...], require_r
     the result and claims a release requires.
 
     Exit status: 0 authentic and acceptable; 1 not authentic, inconsistent or unreadable;
-    3 authentic but the result or a required claim falls short (a FAILED report is
-    rejected unless --require-result FAILED)."""
+    2 bad command line (a --require-claim naming no claim); 3 authentic but the result or
+    a required claim falls short (a FAILED report is rejected unless --require-result FAILED)."""
     try:
         v = verify_bundle(bundle, load_public_key(public_key), list(artifacts))
     except (SigningError, VerifyError) as e:
@@ -113,6 +132,7 @@ def verify(bundle: Path, public_key: Path, artifacts: tuple[str, ...], require_r
             sys.exit(1)
         raise click.ClickException(f"verification failed: {e}") from None
     p = v.laya["predicate"]
+    _known_claims(require_claims, [c["id"] for c in p["claims"]])
     short = _shortfalls(v.laya, require_result, require_claims)
     if as_json:
         click.echo(json.dumps({
@@ -302,7 +322,9 @@ def compare_cmd(old: Path, new: Path, public_key: Path | None, old_key: Path | N
         try:
             v = verify_bundle(bundle, load_public_key(keys[label]))
         except (SigningError, VerifyError) as e:
-            raise click.ClickException(f"{label} bundle {bundle}: verification failed: {e}") from None
+            hint = ("; each report may have its own key: give --old-key OLD.pub --new-key NEW.pub"
+                    if "not by the given key" in str(e) and public_key and not (old_key and new_key) else "")
+            raise click.ClickException(f"{label} bundle {bundle}: verification failed: {e}{hint}") from None
         verified[label] = (str(bundle), v.keyid, v.laya)
     try:
         c = compare.compare(verified["OLD"], verified["NEW"], thresholds, across_machines)
@@ -352,6 +374,51 @@ class NoReport(click.ClickException):
     exit_code = EXIT_NO_REPORT
 
 
+def _preflight_run(artifacts: tuple[str, ...], base: str | None, out: Path | None,
+                   figures: tuple[Path, ...]) -> None:
+    """What would fail only after the suite pass, checked before it starts (laya_qual.preflight)."""
+    from laya_qual import preflight
+
+    problems = [preflight.artifact_problem("--artifact", a, head=True) for a in artifacts]
+    problems.append(base and preflight.artifact_problem("--base", base, head=False))
+    problems.append(out and preflight.report_path_problem("--out", out))
+    writer = {"--kill-rate": "mutate", "--coverage": "coverage"}
+    problems += [f"{option} {path}: no such file; give a results file `laya-qual {writer[option]}` wrote"
+                 for option, path in figures if not Path(path).is_file()]
+    problem = next((p for p in problems if p), None)
+    if problem:
+        raise BadOption(problem)
+
+
+def _check_key(key: str) -> Path:
+    """The key's public half (laya-qual run verifies with it), after loading both halves
+    and matching them: a missing, unreadable or mismatched key is found before any test."""
+    try:
+        public = public_key_path(key)
+    except SigningError as e:
+        raise BadOption(f"--key {e}") from None
+    pem = str(public) == f"{key}.pub"
+    if pem and not Path(key).exists():
+        raise BadOption(f"--key {key}: no such file; give a PEM private key file (`laya-qual keygen KEY` writes "
+                        "KEY and KEY.pub) or a signer URI")
+    try:
+        public_key = load_public_key(public)
+    except SigningError as e:
+        fix = ("keep its public key KEY.pub beside KEY (laya-qual keygen writes both)" if pem
+               else f"set ${PUBLIC_KEY_ENV} to the signer's PEM public key")
+        raise BadOption(f"--key {key}: {e}; {fix}") from None
+    if not pem:
+        return public  # a signer URI: loading it may reach a key service; signing finds out soon enough
+    try:
+        signer = load_signer(key)
+    except SigningError as e:
+        raise BadOption(f"--key {e}") from None
+    if signer.public_key.keyid != public_key.keyid:
+        raise BadOption(f"--key {key}: {public} is not its public key (keyid {public_key.keyid[:16]}, the key's "
+                        f"{signer.public_key.keyid[:16]}); put the matching KEY.pub beside it")
+    return public
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--workers", "-n", type=WORKERS, default=2, show_default=True,
               help="xdist workers for the suite pass (0: in-process)")
@@ -387,15 +454,26 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
     tests deselected, then the benchmark tests in-process (pytest-benchmark measures
     nothing under xdist); the second pass merges the first one's evidence and signs.
     Both use the same Hypothesis seed, chosen here unless you pass --hypothesis-seed.
-    Extra arguments after `--` go to both pytest passes. Progress goes to stderr.
+    Progress goes to stderr; the verdict (result, claims, signature, bundle) is printed last.
+
+    \b
+    Arguments after `--` go unchanged to both pytest passes, after the options run
+    sets itself (-p laya_qual --laya-qualify, --laya-artifact/--laya-base from
+    --artifact/--base, --hypothesis-seed, -n, --laya-benchmarks, --laya-evidence-out/-in,
+    and on the second pass --laya-report and --laya-signing-key from --out and --key):
+    e.g. `-- -k EXPR`, `-- --laya-claims cache,report`, `-- --hypothesis-seed 7`,
+    `-- --laya-profile laya-qual-thorough`, `-- -x`.
 
     \b
     Exit status: 0 PASSED, 1 FAILED (a claim failed), 3 WARNED (a claim was not
     evaluated), 4 no complete verified report (a pass crashed, was interrupted or
-    refused its options), 2 bad command line. With --shard: 0 when the shard's evidence
-    is complete (whatever its tests' outcomes), 4 otherwise."""
+    refused its options), 2 bad command line (an artifact, key or --out found unusable
+    before pytest starts included). With --shard: 0 when the shard's evidence is
+    complete (whatever its tests' outcomes), 4 otherwise."""
     from laya_qual.shards import ShardError, parse_shard
 
+    _preflight_run(artifacts, base, out,
+                   tuple(("--kill-rate", p) for p in kill_rates) + (("--coverage", coverage_file),) * bool(coverage_file))
     durations = durations or default_durations(Path("reports"))
     common = ["-p", "laya_qual", "--laya-qualify"]
     common += [arg for a in artifacts for arg in ("--laya-artifact", a)] + (["--laya-base", base] if base else [])
@@ -418,10 +496,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
         sys.exit(_run_shard([*common, "--laya-shard", f"{index}/{count}", *balance], workers, index,
                             out or Path("reports") / f"shard-{index}-of-{count}.json", pytest_args))
     key = _signing_key(key)
-    try:
-        public = public_key_path(key)
-    except SigningError as e:
-        raise click.ClickException(str(e)) from None
+    public = _check_key(key)
     out = out or Path("reports") / f"qualification-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.intoto.jsonl"
     figures = [arg for path in kill_rates for arg in ("--laya-kill-rate", str(path))]
     figures += ["--laya-coverage", str(coverage_file)] if coverage_file else []
@@ -475,9 +550,10 @@ def _verified_summary(out: Path, public, artifacts: list[str]) -> None:
         v = verify_bundle(out, load_public_key(public), artifacts)
     except (SigningError, VerifyError) as e:
         raise NoReport(f"verification failed: {e}") from None
+    signature = f"verified with {public} (keyid {v.keyid[:16]})"
     click.echo("")
-    click.echo(summary.text(v.laya, str(out), f"verified with {public} (keyid {v.keyid[:16]})"), nl=False)
-    click.echo(f"\nbundle: {out}\nverify: laya-qual verify {out} --public-key {public}")
+    click.echo(summary.text(v.laya, str(out), signature), nl=False)
+    click.echo(summary.verdict(v.laya, str(out), signature, f"laya-qual verify {out} --public-key {public}"), nl=False)
     sys.exit(RESULT_EXIT[v.laya["predicate"]["result"]])
 
 
@@ -540,20 +616,21 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
 
     \b
     Exit status: as `laya-qual run` (0 PASSED, 1 FAILED, 3 WARNED, 4 no complete
-    verified report: the shards were refused), 2 bad command line."""
+    verified report: the shards were refused), 2 bad command line (an unusable --key
+    included)."""
     from laya_qual.assembler import write_report
     from laya_qual.merge import MergeError, merge
 
+    key = _signing_key(key)
+    public = _check_key(key)
     try:
         records, context, passes = merge(list(evidence))
     except MergeError as e:
         raise NoReport(f"merge refused: {e}") from None
-    key = _signing_key(key)
     try:
-        public = public_key_path(key)
         signer = load_signer(key)
     except SigningError as e:
-        raise click.ClickException(str(e)) from None
+        raise BadOption(f"--key {e}") from None
     write_report(out, signer, records, context, passes)  # replaces an earlier bundle whole (docs/report-format.md)
     _keep_durations(durations or default_durations(out.parent), lambda: records)
     _verified_summary(out, public, [])

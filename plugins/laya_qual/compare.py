@@ -137,6 +137,12 @@ def facts(laya: dict) -> tuple[dict[Key, object], dict[str, list[str]]]:
     return out, bench_claims
 
 
+def is_setting(key: Key) -> bool:
+    """A number that configures a run (a seed, the machine's cores) rather than measures
+    it: shown as changed, never as a difference or a percentage."""
+    return key.section == "machine" or "seed" in key.figure.lower()
+
+
 def direction(key: Key) -> str | None:
     """Which way a figure is better: ``lower``, ``higher``, or None (no better side)."""
     if key.section == "heads":
@@ -187,7 +193,7 @@ def rows(old: dict[Key, object], new: dict[Key, object], bench_claims: dict[str,
                "figure": key.figure, "old": a, "new": b, "changed": a != b}
         if key.section == "benchmarks":
             row["claims"] = bench_claims.get(key.item, [])
-        if _number(a) and _number(b):
+        if _number(a) and _number(b) and not is_setting(key):
             row["change"] = b - a
             row["relative"] = (b - a) / abs(a) if a else None
         if direction(key):

@@ -154,6 +154,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "(base and head kind), or (unmarked) per artifact under qualification",
     )
     _ini_defaults(config)
+    _preflight(config)
     _choose_seed(config)
     profile = config.getoption("laya_profile") or config.getoption("hypothesis_profile", None) or PROFILE
     try:
@@ -175,6 +176,28 @@ def pytest_configure(config: pytest.Config) -> None:
         _point_at_suite(config)
     if asked_to_qualify(config):
         enter_qualification(config)
+
+
+def _preflight(config: pytest.Config) -> None:
+    """Refuse, before anything is collected, what would make every test of the run fail
+    or select nothing: artifact and base paths that are no artifact, a report path that
+    cannot be written, a --laya-claims pattern that names no claim (laya_qual.preflight)."""
+    from laya_qual import preflight
+
+    problems = []
+    if config.getoption("laya_claims", None):
+        patterns = [p.strip() for p in config.getoption("laya_claims").split(",") if p.strip()]
+        problems.append(preflight.claims_problem("--laya-claims", patterns, CLAIMS))
+    if asked_to_qualify(config):
+        problems += [preflight.artifact_problem("--laya-artifact", a, head=True)
+                     for a in config.getoption("laya_artifact")]
+        if config.getoption("laya_base"):
+            problems.append(preflight.artifact_problem("--laya-base", config.getoption("laya_base"), head=False))
+    if config.getoption("laya_report"):
+        problems.append(preflight.report_path_problem("--laya-report", config.getoption("laya_report")))
+    problem = next((p for p in problems if p), None)
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def _point_at_suite(config: pytest.Config) -> None:

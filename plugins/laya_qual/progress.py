@@ -36,6 +36,7 @@ class Progress:
         self.done: dict[str, int] = {}
         self.started = time.monotonic()
         self.printed = self.started
+        self.last: str | None = None
 
     def group(self, nodeid: str) -> str:
         params = nodeid.rpartition("[")[2] if nodeid.endswith("]") else ""
@@ -59,9 +60,18 @@ class Progress:
         group = self.group(report.nodeid)
         self.done[group] = self.done.get(group, 0) + 1
         now = time.monotonic()
-        if self.done[group] == self.total.get(group) or now - self.printed >= EVERY_SECONDS:
+        if sum(self.done.values()) == sum(self.total.values()):
+            self.last = self.line(now)  # after pytest's own last progress column: see finish
+        elif self.done[group] == self.total.get(group) or now - self.printed >= EVERY_SECONDS:
             self.printed = now
             self._print(self.line(now))
+
+    def finish(self) -> None:
+        """The line of the last test, printed when the test loop has ended: pytest writes
+        its final progress column then, and the line goes below it."""
+        if self.last:
+            self._print(self.last, column=False)
+            self.last = None
 
     def line(self, now: float) -> str:
         done, total = sum(self.done.values()), sum(self.total.values())
@@ -71,11 +81,29 @@ class Progress:
                            if g in self.total)
         return f"laya_qual progress: {done}/{total} tests, {_clock(elapsed)} elapsed, {left} ({groups})"
 
-    def _print(self, line: str) -> None:
-        line = f"\n{line}"  # its own line, even in the middle of the terminal's row of dots
+    def _end_row(self, column: bool) -> bool:
+        """Finish the terminal's row of test results as pytest does at the screen's edge
+        (its progress column, then a newline), so the progress line below breaks neither
+        the row nor the column; False when that cannot be done (no terminal reporter)."""
+        tr = self.config.pluginmanager.getplugin("terminalreporter")
+        writer = getattr(tr, "_tw", None)
+        if writer is None or not hasattr(writer, "width_of_current_line"):
+            return False
+        if writer.width_of_current_line:
+            if column and getattr(tr, "_show_progress_info", False):
+                tr._write_progress_information_filling_space()
+            writer.line()
+        return True
+
+    def _print(self, line: str, column: bool = True) -> None:
+        end = "\n"
+        if self.config.get_verbosity() > 0:  # a test's line is ended when the next one starts
+            line, end = f"\n{line}", ""
+        elif not self._end_row(column):
+            line = f"\n{line}"  # its own line, even in the middle of a row of dots
         capture = self.config.pluginmanager.getplugin("capturemanager")
         if capture is None:
-            print(line, file=sys.stderr, flush=True)
+            print(line, end=end, file=sys.stderr, flush=True)
             return
         with capture.global_and_fixture_disabled():
-            print(line, file=sys.stderr, flush=True)
+            print(line, end=end, file=sys.stderr, flush=True)

@@ -103,6 +103,20 @@ def text(laya: dict, path: str, signature: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verdict(laya: dict, path: str, signature: str, verify: str) -> str:
+    """The closing block ``laya-qual run`` and ``merge`` print after everything else (the
+    claims table and the benchmark figures scroll away above it): the result and claims
+    counted, failed claims by id, the signature, where the bundle is and how to verify it,
+    and a development key's warning last."""
+    p = laya["predicate"]
+    failed = [c["id"] for c in p["claims"] if c["verdict"] == FAILED]
+    lines = ["", "== laya-qual verdict ==", f"result    {p['result']}  ({_counts(p)})"]
+    lines += [f"failed    {', '.join(failed)}"] if failed else []
+    lines += [f"signature {signature}", f"bundle    {path}", f"verify    {verify}"]
+    lines += [f"WARNING   {DEV_KEY_NOTE}"] if _dev_key(p) else []
+    return "\n".join(lines) + "\n"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
