@@ -165,7 +165,8 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
         "killed": 2, "total": 2, "equivalent": 1, "rate": 1.0, "lowerBound95": None, "survivors": [],
         "notExecuted": 0, "parts": parts,
         "withProjectTests": {"killed": 2, "total": 2, "rate": 1.0, "lowerBound95": 0.223607, "parts": parts},
-        "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": [], "notReproduced": []}
+        "killedByTestsOnly": [], "wronglyEquivalent": [killable.key], "timeouts": [], "lateEquivalents": [],
+        "notReproduced": []}
     for killed in (first, third):  # each kill reproduced: green unmutated, red again with the mutant, same order
         r = killed["stages"][-1]["reproduction"]
         assert r["reproduced"] and (r["unmutated"]["outcome"], r["mutantAgain"]["outcome"]) == ("passed", "failed")
@@ -499,7 +500,7 @@ def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_boun
         **figure(3, 7), "equivalent": 1, "parts": {"runtime": figure(1, 3), "harness": figure(2, 4)},
         "withProjectTests": {**figure(5, 7), "parts": {"runtime": figure(2, 3), "harness": figure(3, 4)}},
         "survivors": ["h3", "r3"], "notExecuted": 1, "killedByTestsOnly": ["h4", "r2"], "wronglyEquivalent": ["h2"],
-        "timeouts": ["h1"], "notReproduced": []}
+        "timeouts": ["h1"], "lateEquivalents": [], "notReproduced": []}
     assert summarize(records)["rate"] == 0.4286
 
 
