@@ -19,6 +19,7 @@ from laya_qual.serving_bench import (batch_arms, cache_arms, head_arms, load_hea
                                      weight_bytes)
 
 ROUNDS = 30
+PEERS = ("transformers", "onnxruntime")  # each timed in arrival order and length-sorted (the peer at its best)
 BATCH_ROUNDS = 3  # each round serves the whole request set through every arm
 CONFIG = dict(hidden_size=128, num_layers=4, num_heads=2, intermediate_size=512, vocab_words=400,
               max_positions=256, sequence_budget=256)
@@ -80,23 +81,25 @@ def test_batched_vs_one_by_one_vs_transformers(benchmark, qualified_heads, quali
     dirs = heads_by_base(qualified_heads, qualified_base_dir)[0]  # the first base's heads, mixed in every batch
     load_before = os.getloadavg()  # ratios of arms sharing busy CPUs move with the load
     arms, work = batch_arms(dirs, base_dir=qualified_base_dir, device=laya_device)  # refuses a batched bit off
-    # every peer is measured unless missing_peers gives the reason it is not
-    assert set(arms) == {"one_by_one", "batched", "transformers", "onnxruntime"} - set(missing_peers(laya_device))
-    for peer in {"transformers", "onnxruntime"} & set(arms):  # what is timed encodes every batch, each item
-        assert [len(states) for states in arms[peer]()] == [len(work.token_ids[part]) for part in work.batches()]
+    # every peer is measured, in arrival order and length-sorted, unless missing_peers gives the reason it is not
+    missing = missing_peers(laya_device)
+    assert set(arms) == {"one_by_one", "batched"} | {f"{peer}{order}" for peer in PEERS if peer not in missing
+                                                    for order in ("", "_sorted")}
+    for peer in set(arms) - {"one_by_one", "batched"}:  # what is timed encodes every item, in request order
+        assert [len(states) for states in arms[peer]()] == list(map(len, work.token_ids))
     medians = side_by_side(arms, BATCH_ROUNDS, device=laya_device)
     per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
     ratios = {"batched_over_one_by_one": per_second["batched"] / per_second["one_by_one"]}
-    for peer in ("transformers", "onnxruntime"):  # throughput ratios: above 1, laya is faster
-        if peer in per_second:
-            ratios[f"batched_over_{peer}"] = per_second["batched"] / per_second[peer]
-    benchmark.extra_info.update({f"batched_over_{peer}": f"not measured: {why}"
-                                 for peer, why in missing_peers(laya_device).items()})
+    for peer in set(arms) - {"one_by_one", "batched"}:  # throughput ratios: above 1, laya is faster
+        ratios[f"batched_over_{peer}"] = per_second["batched"] / per_second[peer]
+    benchmark.extra_info.update({f"batched_over_{peer}{order}": f"not measured: {why}"
+                                 for peer, why in missing.items() for order in ("", "_sorted")})
     record(benchmark, medians, **ratios)
     lengths = sorted(map(len, work.token_ids))
     benchmark.extra_info.update({f"requests_per_s_{k}": round(v, 2) for k, v in per_second.items()})
     benchmark.extra_info.update(
         heads=",".join(sorted(dirs)), batch_size=work.batch_size, requests=len(work.items), tokens=sum(lengths),
+        **{f"rows_{k}": v for k, v in work.rows().items() if k != "tokens"},
         length_min=lengths[0], length_median=statistics.median(lengths), length_max=lengths[-1],
         load_average_1m_before=round(load_before[0], 2), load_average_1m_after=round(os.getloadavg()[0], 2),
         intra_op_threads=torch.get_num_threads())

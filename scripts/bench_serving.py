@@ -10,18 +10,27 @@ benchmark claims' own (laya_qual.serving_bench), on a larger encoder.
     python scripts/bench_serving.py [--hidden 256] [--layers 4] [--heads 16] [--rounds 200]
 
 4. With --batch, instead: a fixed mixed-length request set served one by one
-   (Adapters.predict), in batches (Adapters.predict_many), where transformers is
-   installed by BertModel (float32, sdpa, dynamic padding) on the same base and batches,
-   and where the `onnx` extra is installed by that model exported to ONNX Runtime;
-   requests/s of each and the ratios (the claim bench.serve.batch's arms). Every batched
-   prediction must be bitwise the one-by-one one, else it exits 1. Synthetic float32,
-   int8 and transformer heads are written on --base (a base-only artifact, e.g. from
+   (Adapters.predict), in batches (Adapters.predict_many, arrival order), where
+   transformers is installed by BertModel (float32, sdpa, dynamic padding) on the same base
+   and batches, and where the `onnx` extra is installed by that model exported to ONNX
+   Runtime; each peer also batching as sentence-transformers does (requests sorted by
+   length, longest first, then batches of --batch-size, states put back in request order:
+   the `_sorted` arms, the peer at its best); requests/s of each and the ratios (the claim
+   bench.serve.batch's arms). Every batched prediction must be bitwise the one-by-one one,
+   and every peer's states laya's within 1e-4, else it exits 1. Synthetic float32, int8
+   and transformer heads are written on --base (a base-only artifact, e.g. from
    `laya base import`), else on a synthetic base of --hidden/--layers. Every arm runs
-   with --threads intra-op threads.
+   with --threads intra-op threads. --mix short|long draws the rendered lengths from
+   1..64 or 64..216 tokens (default: 1 up to the sequence budget).
+
+   Also the limit (laya_qual.serving_limit): the useful-token FLOPs (the encoder's GEMMs
+   and attention on the requests' own tokens), the one-thread float32 GEMM rate at the
+   encoder's shapes (4,096 rows, laya's oneDNN kernel and F.linear, timed as two more arms
+   of the same interleaved rounds), and laya's batched time over FLOPs / rate.
 
     python scripts/bench_serving.py --batch [--base DIR] [--requests 256] [--batch-size 32]
-        [--sequence-budget 256] [--threads 1] [--rounds 5] [--seed 0] [--profile]
-        [--busy-loops N] [--timed ARM,...]
+        [--sequence-budget 256] [--mix short|long] [--threads 1] [--rounds 5] [--seed 0]
+        [--profile] [--busy-loops N] [--timed ARM,...]
 
    --profile adds where the time goes: torch.profiler's top ops (self CPU time) for the
    first batch served by each torch arm. --busy-loops N runs N CPU-bound processes
@@ -87,8 +96,10 @@ def batch(args: argparse.Namespace, root: Path) -> dict:
     """The batch arms on three synthetic heads (one of each kind) sharing one base."""
     import torch
 
+    import laya
     from laya_qual.benchmarking import side_by_side
-    from laya_qual.serving_bench import ArmsDisagree, batch_arms, missing_peers
+    from laya_qual.serving_bench import MIXES, ArmsDisagree, batch_arms, missing_peers
+    from laya_qual.serving_limit import gemm_arms, useful_flops
     from laya_qual.synth import write_artifact
 
     torch.set_num_threads(args.threads)
@@ -99,33 +110,48 @@ def batch(args: argparse.Namespace, root: Path) -> dict:
             for kind in ("float32", "int8", "transformer")}
     load_before = os.getloadavg()
     try:
-        arms, work = batch_arms(dirs, requests=args.requests, batch_size=args.batch_size, seed=args.seed)
+        arms, work = batch_arms(dirs, requests=args.requests, batch_size=args.batch_size, seed=args.seed,
+                                targets=MIXES.get(args.mix))
     except ArmsDisagree as exc:
         sys.exit(f"bench_serving: the arms disagree: {exc}")
-    timed = {name: arm for name, arm in arms.items() if args.timed is None or name in args.timed}
+    config = laya.load_artifact_base(dirs["float32"], args.base).config
+    gemms, gemm_flops = gemm_arms(config)
+    timed = {name: arm for name, arm in arms.items() if args.timed is None or name in args.timed} | gemms
     with busy_loops(args.busy_loops):
         load_timed = os.getloadavg()
         medians = side_by_side(timed, args.rounds)
         load_after = os.getloadavg()
     if args.profile:
-        profile_first_batch(dirs, work.batch_size, args.seed)
+        profile_first_batch(dirs, work.batch_size, args.seed, MIXES.get(args.mix))
     lengths = sorted(map(len, work.token_ids))
+    gemm_seconds = {name: medians.pop(name) for name in gemms}
     per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
     missing = missing_peers("cpu")
+    flops = useful_flops(config, list(map(len, work.token_ids)))
+    rate = max(gemm_flops / seconds for seconds in gemm_seconds.values())  # the faster kernel: the machine's
+    limit = flops / rate
     return {
         "config": {"base": str(args.base or f"synthetic hidden {args.hidden}, layers {args.layers}"),
                    "requests": len(work.items), "batch_size": work.batch_size, "sequence_budget": args.sequence_budget,
-                   "threads": args.threads, "rounds": args.rounds, "seed": args.seed, "tokens": sum(lengths),
+                   "mix": args.mix or "1 to the budget", "threads": args.threads, "rounds": args.rounds,
+                   "seed": args.seed, "tokens": sum(lengths),
                    "length_min_median_max": [lengths[0], statistics.median(lengths), lengths[-1]],
-                   "busy_loops": args.busy_loops},
+                   "length_mean": sum(lengths) / len(lengths), "busy_loops": args.busy_loops},
         "load_average_before_timed_after": [list(load_before), list(load_timed), list(load_after)],
+        "rows": work.rows(),
         "median_seconds": medians,
         "requests_per_second": per_second,
         "batched_over_one_by_one": ratio(per_second, "batched", "one_by_one"),
         # the peers: batched laya's time over theirs (below 1: laya is faster), or why not measured
         "batched_time_over": {peer: (medians["batched"] / medians[peer] if peer in medians and "batched" in medians
-                                     else f"not measured: {missing.get(peer, 'not timed (--timed)')}")
-                              for peer in ("transformers", "onnxruntime")},
+                                     else f"not measured: {missing.get(peer.removesuffix('_sorted'), 'not timed (--timed)')}")
+                              for peer in PEERS},
+        "limit": {"useful_flops": flops, "gemm_flops": gemm_flops, "gemm_median_seconds": gemm_seconds,
+                  "gemm_gflops_one_thread": {name: gemm_flops / s / 1e9 for name, s in gemm_seconds.items()},
+                  "limit_seconds_one_thread": limit,
+                  "batched_over_limit_one_thread": medians["batched"] / limit if "batched" in medians else None,
+                  "batched_over_limit_per_thread": (medians["batched"] / (limit / args.threads)
+                                                    if "batched" in medians else None)},
     }
 
 
@@ -145,15 +171,15 @@ def busy_loops(n: int):
             loop.wait()
 
 
-def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int) -> None:
+def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int, targets: tuple[int, int] | None) -> None:
     """Top ops of the first batch through each arm (built again on just that batch)."""
     from torch.profiler import ProfilerActivity, profile
 
     from laya_qual.serving_bench import batch_arms
 
-    arms, _ = batch_arms(dirs, requests=batch_size, batch_size=batch_size, seed=seed)  # the same first items
+    arms, _ = batch_arms(dirs, requests=batch_size, batch_size=batch_size, seed=seed, targets=targets)  # the same first items
     for name, arm in arms.items():
-        if name == "onnxruntime":
+        if name.startswith("onnxruntime"):
             continue  # its kernels run outside torch, where torch.profiler does not see
         arm()
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -165,20 +191,33 @@ def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int) -> No
 def print_batch(f: dict) -> None:
     c = f["config"]
     print(f"base: {c['base']}; {c['requests']} requests ({c['tokens']} tokens, lengths min/median/max "
-          f"{'/'.join(map(str, c['length_min_median_max']))}) in batches of {c['batch_size']}, {c['threads']} thread(s), "
+          f"{'/'.join(map(str, c['length_min_median_max']))}, mean {c['length_mean']:.1f}; mix {c['mix']}) in batches of {c['batch_size']}, {c['threads']} thread(s), "
           f"{c['rounds']} interleaved rounds, {c['busy_loops']} busy loop(s) alongside")
     print("load average before: {:.2f} {:.2f} {:.2f}, when timing started: {:.2f} {:.2f} {:.2f}, "
           "after: {:.2f} {:.2f} {:.2f}".format(*sum(f["load_average_before_timed_after"], [])))
     for name, rate in f["requests_per_second"].items():
-        print(f"{name:<12} median {f['median_seconds'][name]:8.3f} s   {rate:9.1f} requests/s")
+        print(f"{name:<19} median {f['median_seconds'][name]:8.3f} s   {rate:9.1f} requests/s")
     if f["batched_over_one_by_one"] is not None:
         print(f"batched / one_by_one throughput = {f['batched_over_one_by_one']:.2f}x")
-    print("every batched prediction bitwise the one-by-one one")
+    print("every batched prediction bitwise the one-by-one one; every peer's states laya's within 1e-4")
     for peer, value in f["batched_time_over"].items():
-        print(f"time of batched / {peer:<12} = " + (f"{value:.3f}" if isinstance(value, float) else value))
+        print(f"time of batched / {peer:<19} = " + (f"{value:.3f}" if isinstance(value, float) else value))
+    r, lim = f["rows"], f["limit"]
+    print(f"rows a pass computes: {r['tokens']} tokens; laya packs {r['laya_packed']} "
+          f"({r['laya_packed'] / r['tokens']:.3f}x); padded peers {r['padded_arrival']} in arrival order "
+          f"({r['padded_arrival'] / r['tokens']:.3f}x), {r['padded_sorted']} sorted ({r['padded_sorted'] / r['tokens']:.3f}x)")
+    rates = ", ".join(f"{name} {value:.1f}" for name, value in lim["gemm_gflops_one_thread"].items())
+    print(f"useful-token FLOPs {lim['useful_flops'] / 1e9:.1f} GFLOP; one-thread float32 GEMM rate at the encoder's "
+          f"shapes ({lim['gemm_flops'] / 1e9:.2f} GFLOP a call, 4096 rows): {rates} GFLOP/s; limit at one thread "
+          f"{lim['limit_seconds_one_thread']:.3f} s")
+    if lim["batched_over_limit_one_thread"] is not None:
+        print(f"time of batched / the one-thread limit = {lim['batched_over_limit_one_thread']:.3f}"
+              + (f"; / the limit on {c['threads']} threads at the one-thread rate each = "
+                 f"{lim['batched_over_limit_per_thread']:.3f}" if c["threads"] > 1 else ""))
 
 
-ARMS = ("one_by_one", "batched", "transformers", "onnxruntime")
+PEERS = ("transformers", "transformers_sorted", "onnxruntime", "onnxruntime_sorted")
+ARMS = ("one_by_one", "batched", *PEERS)
 
 
 def arm_names(text: str) -> set[str]:
@@ -213,6 +252,7 @@ def main() -> None:
     parser.add_argument("--requests", type=positive, default=256)
     parser.add_argument("--batch-size", type=positive, default=32)
     parser.add_argument("--sequence-budget", type=positive, default=256, help="the heads' (capped at the base's positions)")
+    parser.add_argument("--mix", choices=("short", "long"), help="with --batch: rendered lengths 1..64 or 64..216")
     parser.add_argument("--threads", type=positive, default=1, help="torch intra-op threads")
     parser.add_argument("--seed", type=int, default=0, help="draws the request set")
     parser.add_argument("--profile", action="store_true", help="with --batch: also profile the first batch")

@@ -8,7 +8,8 @@ import torch
 
 import laya
 from laya_qual.serving_bench import (STATES_TOLERANCE, ArmsDisagree, BatchWorkload, batch_arms, missing_peers,
-                                     mixed_length_items, onnxruntime_session, overhead_arms, require_laya_states)
+                                     mixed_length_items, onnxruntime_session, overhead_arms, peer_arms,
+                                     require_laya_states)
 from laya_qual.synth import copy_with_weights_edit, write_artifact
 
 REQUESTS, BATCH_SIZE = 6, 4  # two batches, the second shorter
@@ -19,18 +20,76 @@ def head_dir(tmp_path_factory):
     return write_artifact(tmp_path_factory.mktemp("bench") / "h", seed=5, head_kind="float32", num_heads=4)
 
 
-def test_the_onnxruntime_arm_encodes_every_batch_as_laya_does(head_dir):
-    if "onnxruntime" in missing_peers("cpu"):
-        pytest.skip(missing_peers("cpu")["onnxruntime"])
-    arms, work = batch_arms({"h": head_dir}, requests=REQUESTS, batch_size=BATCH_SIZE)
+@pytest.fixture(scope="module")
+def small_arms(head_dir):
+    return batch_arms({"h": head_dir}, requests=REQUESTS, batch_size=BATCH_SIZE)
+
+
+@pytest.mark.parametrize("peer", ["onnxruntime", "onnxruntime_sorted", "transformers", "transformers_sorted"])
+def test_each_peer_arm_gives_every_item_its_own_states_in_request_order(head_dir, small_arms, peer):
+    """Arrival order or length-sorted, each item's states are its own rows (its length, no
+    padding row), at its own place in the request order, and laya's within float32 error."""
+    if peer.removesuffix("_sorted") in missing_peers("cpu"):
+        pytest.skip(missing_peers("cpu")[peer.removesuffix("_sorted")])
+    arms, work = small_arms
     base = laya.load_artifact_base(head_dir)
-    batches = arms["onnxruntime"]()
-    assert len(batches) == len(work.batches()) == 2
-    for part, padded in zip(work.batches(), batches):
-        assert padded.shape[0] == len(work.token_ids[part])
-        for ids, theirs in zip(work.token_ids[part], padded):
-            ours = base.encode(ids)
-            assert float((torch.from_numpy(theirs[:len(ids)]) - ours).abs().max()) <= STATES_TOLERANCE
+    states = arms[peer]()
+    assert len(states) == len(work.items) == REQUESTS
+    assert len(set(map(len, work.token_ids))) > 1  # lengths differ, so sorting moves items
+    for ids, theirs in zip(work.token_ids, states):
+        assert tuple(theirs.shape) == (len(ids), base.hidden_size)
+        assert float((torch.as_tensor(theirs) - base.encode(ids)).abs().max()) <= STATES_TOLERANCE
+
+
+def workload(lengths: list[int], batch_size: int) -> BatchWorkload:
+    """Items whose token ids are just their lengths' worth of distinct ids (the requests unused)."""
+    return BatchWorkload([("h", None)] * len(lengths), [tuple(range(n)) for n in lengths], batch_size)
+
+
+def test_sorted_batches_are_longest_first_ties_in_arrival_order_cut_in_batch_size():
+    work = workload([3, 17, 5, 17, 1, 40, 5], batch_size=3)
+    assert work.sorted_batches() == [[5, 1, 3], [2, 6, 0], [4]]
+    assert work.arrival_batches() == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+def test_rows_count_tokens_laya_blocks_and_each_orders_padding():
+    """By hand: laya rounds each length up to 16-row blocks; a padded batch is its count x its longest."""
+    work = workload([3, 17, 5, 17, 1, 40, 5], batch_size=3)
+    assert work.rows() == {"tokens": 88, "laya_packed": 16 + 32 + 16 + 32 + 16 + 48 + 16,
+                           "padded_arrival": 3 * 17 + 3 * 40 + 5, "padded_sorted": 3 * 40 + 3 * 5 + 1}
+
+
+def padded_laya(base: laya.VerifiedBase, work: BatchWorkload, scramble: bool = False):
+    """laya itself as a padded peer: each batch's states padded to its longest; ``scramble``
+    hands the batch's rows back in reverse, as a peer that loses the order would."""
+    def encode(members: list[int]) -> torch.Tensor:
+        states = base.encode_packed([work.token_ids[i] for i in members])
+        padded = torch.zeros(len(members), max(map(len, states)), base.hidden_size)
+        for row, s in enumerate(states[::-1] if scramble else states):
+            padded[row, :len(s)] = s[:padded.shape[1]]
+        return padded
+    return encode
+
+
+def test_a_peer_that_puts_sorted_states_back_out_of_order_is_refused(head_dir):
+    """Reversing the rows of a batch keeps arrival batch 0 of one item right only by chance;
+    here the first arrival batch's items fall into sorted batches of mixed members."""
+    base = laya.load_artifact_base(head_dir)
+    items = mixed_length_items(laya.open_adapters({"h": head_dir}, base=base).heads, REQUESTS, seed=1)
+    work = BatchWorkload(items, [base.render(r).token_ids for _, r in items], BATCH_SIZE)
+    arms = peer_arms("peer", padded_laya(base, work), base, work)  # laya's own states pass, both orders
+    assert set(arms) == {"peer", "peer_sorted"}
+    with pytest.raises(ArmsDisagree, match="peer's states differ from laya's"):
+        peer_arms("peer", padded_laya(base, work, scramble=True), base, work)
+
+
+def test_mixed_lengths_drawn_from_a_target_range_stay_in_it(head_dir):
+    base = laya.load_artifact_base(head_dir)
+    heads = laya.open_adapters({"h": head_dir}, base=base).heads
+    lengths = [len(base.render(r).token_ids) for _, r in mixed_length_items(heads, 60, seed=3, targets=(40, 60))]
+    assert min(lengths) >= 40 - 2 and max(lengths) <= 60  # a question word renders to one or two tokens
+    with pytest.raises(ValueError, match=r"targets \(40, 97\) must be 1 <= low <= high <= .*\(96\)"):
+        mixed_length_items(heads, 1, seed=3, targets=(40, 97))
 
 
 @pytest.mark.parametrize("threads", [1, 3])

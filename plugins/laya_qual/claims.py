@@ -393,13 +393,16 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "N heads on one shared base hold exactly (N-1) base copies fewer weight bytes than N "
           "standalone models; both totals are recorded."),
     Claim("bench.serve.batch",
-          "predict_many over a fixed mixed-length request set, in batches, returns bitwise the "
-          "predictions of the same requests predicted one by one; the throughput of both (requests per "
-          "second) and, where transformers is installed, of transformers.BertModel (sdpa, dynamic "
-          "padding, the same base, the same batches) encoding the same token ids, and where the onnx "
-          "extra is installed, of that model exported to ONNX Runtime (CPUExecutionProvider, all graph "
-          "optimizations, the same thread count; its first batch's states within 1e-4 of laya's), "
-          "were measured side by side in one run; a peer that is not installed is not measured."),
+          "predict_many over a fixed mixed-length request set, in batches in arrival order, returns "
+          "bitwise the predictions of the same requests predicted one by one; the throughput of both "
+          "(requests per second) and, where transformers is installed, of transformers.BertModel (sdpa, "
+          "dynamic padding, the same base) encoding the same token ids, and where the onnx extra is "
+          "installed, of that model exported to ONNX Runtime (CPUExecutionProvider, all graph "
+          "optimizations, the same thread count), each peer in the same batches and, as its best, in "
+          "length-sorted batches (longest first, as sentence-transformers batches; every item's states "
+          "put back in request order, the first batch's items' states within 1e-4 of laya's), and the "
+          "rows each computes, were measured side by side in one run; a peer that is not installed is "
+          "not measured."),
     Claim("bench.learner.speedup",
           "On a seed-shaped parent (seed-small), the feature learner and the 3-process distributed "
           "kernel run side by side in one run are bitwise equal at every update and in the "

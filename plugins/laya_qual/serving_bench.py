@@ -15,13 +15,13 @@ import logging
 import os
 import random
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 import laya
-from laya.encoder import Encoder
+from laya.encoder import ROW_QUANTUM, Encoder
 from laya.errors import LayaError
 from laya_qual.benchmarking import unique_tensor_bytes
 from laya_qual.synth.tokenizer import vocabulary_words
@@ -113,12 +113,42 @@ class BatchWorkload:
     def batches(self) -> list[slice]:
         return [slice(i, i + self.batch_size) for i in range(0, len(self.items), self.batch_size)]
 
+    def arrival_batches(self) -> list[list[int]]:
+        """Item indices, batch by batch, in arrival order (``batches``)."""
+        return [list(range(len(self.items)))[part] for part in self.batches()]
 
-def mixed_length_items(heads: Mapping[str, laya.Head], count: int, seed: int) -> list[tuple[str, laya.Request]]:
+    def sorted_batches(self) -> list[list[int]]:
+        """Item indices as sentence-transformers batches them: longest first (ties in arrival
+        order), then cut into batches of ``batch_size``, so a batch pads to little."""
+        order = sorted(range(len(self.items)), key=lambda i: -len(self.token_ids[i]))
+        return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+    def rows(self) -> dict[str, int]:
+        """Rows one pass computes: the requests' tokens; laya's packed rows (each request
+        rounded up to whole blocks of ROW_QUANTUM rows); a padded peer's (each batch's count
+        times its longest) in arrival and in sorted order."""
+        def padded(batches: list[list[int]]) -> int:
+            return sum(len(b) * max(len(self.token_ids[i]) for i in b) for b in batches)
+
+        return {"tokens": sum(map(len, self.token_ids)),
+                "laya_packed": sum(-(-len(ids) // ROW_QUANTUM) * ROW_QUANTUM for ids in self.token_ids),
+                "padded_arrival": padded(self.arrival_batches()), "padded_sorted": padded(self.sorted_batches())}
+
+
+MIXES = {"short": (1, 64), "long": (64, 216)}  # drawn rendered lengths: means of about 33 and 140 tokens
+
+
+def mixed_length_items(heads: Mapping[str, laya.Head], count: int, seed: int,
+                       targets: tuple[int, int] | None = None) -> list[tuple[str, laya.Request]]:
     """``count`` valid items drawn from ``seed`` alone: a head each, in turn drawn at random
     (so heads mix within every batch), a task, 2..max options of 1-3 words and a question
-    grown to a target length drawn uniformly up to the head's sequence budget, so the
-    rendered lengths spread from the shortest request to the budget."""
+    grown to a target length drawn uniformly from ``targets`` (low, high; by default 1 to the
+    head's sequence budget), so the rendered lengths spread from the shortest request (or
+    ``low``) to the budget (or ``high``). Refuses (ValueError) a ``high`` over a head's budget."""
+    budgets = {name: head.config.sequence_budget for name, head in heads.items()}
+    if targets is not None and not 1 <= targets[0] <= targets[1] <= min(budgets.values()):
+        raise ValueError(f"mixed_length_items: targets {targets} must be 1 <= low <= high <= the heads' smallest "
+                         f"sequence budget ({min(budgets.values())})")
     rng = random.Random(seed)
     names = sorted(heads)
     tokenizer = heads[names[0]].base.tokenizer  # every head is on one base
@@ -131,7 +161,7 @@ def mixed_length_items(heads: Mapping[str, laya.Head], count: int, seed: int) ->
         options = tuple(" ".join(rng.choices(words, k=rng.randint(1, 3)))
                         for _ in range(rng.randint(2, head.tasks[task].max_options)))
         filler = rng.choices(words, k=head.config.sequence_budget)
-        target = rng.randint(1, head.config.sequence_budget)
+        target = rng.randint(*(targets or (1, budgets[name])))
 
         def request(k: int) -> laya.Request:
             return laya.Request(task, " ".join(filler[:k]), options)
@@ -146,22 +176,28 @@ def mixed_length_items(heads: Mapping[str, laya.Head], count: int, seed: int) ->
 
 
 def batch_arms(dirs: Mapping[str, Directory], *, base_dir: Directory | None = None, requests: int = 256,
-               batch_size: int = 32, seed: int = 0, device: str = "cpu") -> tuple[dict[str, Call], BatchWorkload]:
+               batch_size: int = 32, seed: int = 0, device: str = "cpu",
+               targets: tuple[int, int] | None = None) -> tuple[dict[str, Call], BatchWorkload]:
     """``one_by_one``: Adapters.predict per item; ``batched``: Adapters.predict_many per batch
-    of ``batch_size`` items; ``transformers`` (where it is installed): BertModel (float32,
-    sdpa) on the same base encoding the same token ids in the same batches, each padded to
-    its longest sequence; ``onnxruntime`` (where it and the exporter are installed, the
-    ``onnx`` extra): that BertModel exported with ``torch.onnx.export(dynamo=True)`` and run
-    by ONNX Runtime on the same padded batches. All on the heads ``dirs`` (one base), no
-    cache anywhere (a hit would time the cache); every arm uses torch's intra-op thread
-    count. Refuses (ArmsDisagree) any batched prediction not bitwise the one-by-one one, and
-    a peer arm whose states are not laya's within float32 error."""
+    of ``batch_size`` items in arrival order; ``transformers`` (where it is installed):
+    BertModel (float32, sdpa) on the same base encoding the same token ids in the same
+    batches, each padded to its longest sequence; ``onnxruntime`` (where it and the exporter
+    are installed, the ``onnx`` extra): that BertModel exported with
+    ``torch.onnx.export(dynamo=True)`` and run by ONNX Runtime on the same padded batches;
+    ``transformers_sorted`` and ``onnxruntime_sorted``: each peer batching as
+    sentence-transformers does (``BatchWorkload.sorted_batches``), every item's states put
+    back in request order. Each peer arm returns every item's states, in request order. The
+    items' rendered lengths are drawn from ``targets`` (``mixed_length_items``; ``MIXES``).
+    All on the heads ``dirs`` (one base), no cache anywhere (a hit would time the cache);
+    every arm uses torch's intra-op thread count. Refuses (ArmsDisagree) any batched
+    prediction not bitwise the one-by-one one, and a peer arm whose states for the first
+    arrival batch's items are not laya's within float32 error."""
     if requests < 1 or batch_size < 1:
         raise ValueError(f"batch_arms: requests ({requests}) and batch_size ({batch_size}) must be at least 1")
     first = next(iter(dirs.values()))
     base = laya.load_artifact_base(first, base_dir, options=laya.BaseOptions(device=device))
     adapters = laya.open_adapters(dirs, base=base)
-    items = mixed_length_items(adapters.heads, requests, seed)
+    items = mixed_length_items(adapters.heads, requests, seed, targets)
     work = BatchWorkload(items, [base.render(r).token_ids for _, r in items], batch_size)
 
     def one_by_one() -> list[laya.Prediction]:
@@ -180,9 +216,9 @@ def batch_arms(dirs: Mapping[str, Directory], *, base_dir: Directory | None = No
     arms: dict[str, Call] = {"one_by_one": one_by_one, "batched": batched}
     missing = missing_peers(device)
     if "transformers" not in missing:
-        arms["transformers"] = _transformers_arm(base, work, device)
+        arms.update(peer_arms("transformers", _transformers_encoder(base, work, device), base, work))
     if "onnxruntime" not in missing:
-        arms["onnxruntime"] = _onnxruntime_arm(base, work)
+        arms.update(peer_arms("onnxruntime", _onnxruntime_encoder(base, work), base, work))
     return arms, work
 
 
@@ -211,24 +247,42 @@ def _bits(prediction: laya.Prediction) -> tuple:
             prediction.head_digest, prediction.adapter_id)
 
 
-def _transformers_arm(base: laya.VerifiedBase, work: BatchWorkload, device: str) -> Call:
-    """BertModel over the workload's token ids, batch by batch, dynamically padded; checked
-    against laya's states for the first batch (float32 kernels differ, so within 1e-4)."""
+Encode = Callable[[list[int]], object]  # item indices -> their padded states [count, longest, hidden]
+
+
+def peer_arms(name: str, encode: Encode, base: laya.VerifiedBase, work: BatchWorkload) -> dict[str, Call]:
+    """``name``: ``encode`` over the workload's batches in arrival order; ``name_sorted``: over
+    its length-sorted batches. Each returns every item's states (its own rows of its padded
+    batch) in request order, and is refused (``require_laya_states``) unless the first
+    arrival batch's items get laya's states: the sorted arm's after a whole pass, so its
+    putting back in order is checked too."""
+    def collect(batches: list[list[int]]) -> list:
+        states: list = [None] * len(work.items)
+        for members in batches:
+            padded = encode(members)
+            for row, i in enumerate(members):
+                states[i] = padded[row, :len(work.token_ids[i])]
+        return states
+
+    first = work.batches()[0]
+    require_laya_states(base, work, collect(work.arrival_batches()[:1])[first], name)
+    require_laya_states(base, work, collect(work.sorted_batches())[first], f"{name}_sorted")
+    return {name: lambda: collect(work.arrival_batches()), f"{name}_sorted": lambda: collect(work.sorted_batches())}
+
+
+def _transformers_encoder(base: laya.VerifiedBase, work: BatchWorkload, device: str) -> Encode:
+    """BertModel (float32, sdpa, no pooler) over the given items, dynamically padded."""
     from laya_qual.synth.reference import ReferenceModel, transformers_bert_sdpa
 
     reference = ReferenceModel(base.source)
     model = transformers_bert_sdpa(reference).to(device)
     batch = PaddedBatches(reference, work)
 
-    def states(part: slice) -> torch.Tensor:
-        return model(**{k: torch.tensor(v, device=device) for k, v in batch.padded(part).items()}).last_hidden_state
-
-    def encode() -> list[torch.Tensor]:
+    def encode(members: list[int]) -> torch.Tensor:
         with torch.inference_mode():
-            return [states(part) for part in work.batches()]
+            inputs = {k: torch.tensor(v, device=device) for k, v in batch.padded(members).items()}
+            return model(**inputs).last_hidden_state
 
-    with torch.inference_mode():
-        require_laya_states(base, work, states(work.batches()[0]), "transformers")
     return encode
 
 
@@ -241,8 +295,8 @@ class PaddedBatches:
         self.work = work
         self.types = [reference.token_types(ids) for ids in work.token_ids]
 
-    def padded(self, part: slice) -> dict[str, list[list[int]]]:
-        ids, kinds = self.work.token_ids[part], self.types[part]
+    def padded(self, members: Sequence[int]) -> dict[str, list[list[int]]]:
+        ids, kinds = [self.work.token_ids[i] for i in members], [self.types[i] for i in members]
         n = max(map(len, ids))
         return {"input_ids": [[*s, *[self.pad] * (n - len(s))] for s in ids],
                 "token_type_ids": [[*t, *[0] * (n - len(t))] for t in kinds],
@@ -250,9 +304,10 @@ class PaddedBatches:
 
 
 def require_laya_states(base: laya.VerifiedBase, work: BatchWorkload, theirs, arm: str) -> None:
-    """Refuse a peer arm whose padded states for the first batch are not laya's within float32 error."""
+    """Refuse a peer arm whose states for the first batch's items (``theirs[i]``: item i's
+    rows, padded or not) are not laya's within float32 error."""
     for i, ours in enumerate(base.encode_packed(work.token_ids[work.batches()[0]])):
-        worst = float((torch.as_tensor(theirs[i, :len(ours)], device=ours.device) - ours).abs().max())
+        worst = float((torch.as_tensor(theirs[i][:len(ours)], device=ours.device) - ours).abs().max())
         if not worst <= STATES_TOLERANCE:
             raise ArmsDisagree(f"item {i}: {arm}'s states differ from laya's by {worst:.3g} "
                                f"(> {STATES_TOLERANCE}): it would encode something else")
@@ -282,19 +337,18 @@ def onnxruntime_session(model: bytes):
     return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def _onnxruntime_arm(base: laya.VerifiedBase, work: BatchWorkload) -> Call:
+def _onnxruntime_encoder(base: laya.VerifiedBase, work: BatchWorkload) -> Encode:
     """The transformers arm's BertModel, exported to ONNX (dynamo, batch and sequence
     dimensions dynamic) and run by ONNX Runtime's CPUExecutionProvider with every graph
-    optimization on, torch's intra-op thread count and one inter-op thread, over the same
-    padded batches (``onnxruntime_session``); checked against laya's states for the first
-    batch like that arm."""
+    optimization on, torch's intra-op thread count and one inter-op thread
+    (``onnxruntime_session``), over the given items, dynamically padded."""
     import numpy as np
 
     from laya_qual.synth.reference import ReferenceModel, transformers_bert_sdpa
 
     reference = ReferenceModel(base.source)
     batch = PaddedBatches(reference, work)
-    example = {k: torch.tensor(v) for k, v in batch.padded(work.batches()[0]).items()}
+    example = {k: torch.tensor(v) for k, v in batch.padded(work.arrival_batches()[0]).items()}
     dims = {name: {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")} for name in example}
     with _exporter_quiet():
         program = torch.onnx.export(_LastHiddenState(transformers_bert_sdpa(reference)), tuple(example.values()),
@@ -302,11 +356,10 @@ def _onnxruntime_arm(base: laya.VerifiedBase, work: BatchWorkload) -> Call:
                                     output_names=["last_hidden_state"], verbose=False)
     session = onnxruntime_session(program.model_proto.SerializeToString())
 
-    def states(part: slice):
-        return session.run(None, {k: np.array(v, dtype=np.int64) for k, v in batch.padded(part).items()})[0]
+    def encode(members: list[int]):
+        return session.run(None, {k: np.array(v, dtype=np.int64) for k, v in batch.padded(members).items()})[0]
 
-    require_laya_states(base, work, states(work.batches()[0]), "onnxruntime")
-    return lambda: [states(part) for part in work.batches()]
+    return encode
 
 
 @contextlib.contextmanager
