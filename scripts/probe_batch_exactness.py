@@ -15,7 +15,12 @@ blocks of ROW_QUANTUM rows and masked) gives a sequence the same bits in a group
 as alone.
 
     .venv/bin/python scripts/probe_batch_exactness.py [--max-length 40] [--hidden 384]
-        [--heads 12] [--intermediate 1536] [--max-rows 700]
+        [--heads 12] [--intermediate 1536] [--max-rows 700] [--quantum Q]
+
+--quantum Q asks the same of blocks of Q rows (default: laya's ROW_QUANTUM): which
+multiples of Q change a row's bits, and whether attention over groups padded to whole
+blocks of Q keeps them. A smaller quantum wastes fewer rows, but only one the probe finds
+no differing row for may be used, and using it makes a new kernel identity.
 """
 
 from __future__ import annotations
@@ -56,15 +61,15 @@ def differing_lengths(batched, single, make, lengths, batch_sizes) -> tuple[int,
     return bad, rows, sorted(lengths_with_a_difference)
 
 
-def rows_that_change_bits(kernel, d_in: int, d_out: int, max_rows: int) -> list[int]:
+def rows_that_change_bits(kernel, d_in: int, d_out: int, max_rows: int, quantum: int = ROW_QUANTUM) -> list[int]:
     """Row counts M for which ``kernel`` (x, layer, residual) over M rows gives some row other
     bits than the same row in an 8192-row call (32 sequences of 256 tokens): every count
-    1..max_rows, then every 37th multiple of ROW_QUANTUM up to 8192. The counts a packing
+    1..max_rows, then every 37th multiple of ``quantum`` up to 8192. The counts a packing
     must avoid."""
     layer = torch.nn.Linear(d_in, d_out)
     x, residual = torch.randn(8192, d_in), torch.randn(8192, d_out)
     reference = kernel(x, layer, residual)
-    counts = [*range(1, max_rows + 1), *range(-(-max_rows // ROW_QUANTUM) * ROW_QUANTUM, 8192, 37 * ROW_QUANTUM)]
+    counts = [*range(1, max_rows + 1), *range(-(-max_rows // quantum) * quantum, 8192, 37 * quantum)]
     return [m for m in counts if not torch.equal(kernel(x[:m], layer, residual[:m]), reference[:m])]
 
 
@@ -83,7 +88,8 @@ def linear_kernels(hidden: int, intermediate: int) -> dict:
     return found
 
 
-def grouped_attention_differences(lengths, batch_sizes, heads: int, d: int) -> tuple[int, int, list[int]]:
+def grouped_attention_differences(lengths, batch_sizes, heads: int, d: int,
+                                  quantum: int = ROW_QUANTUM) -> tuple[int, int, list[int]]:
     """Rows of a sequence attended in a group of B (padded and masked to its width, as
     laya.encoder.SelfAttention.packed does) that differ from the sequence attended alone."""
     def attend(group: list[torch.Tensor], width: int) -> torch.Tensor:
@@ -98,9 +104,9 @@ def grouped_attention_differences(lengths, batch_sizes, heads: int, d: int) -> t
     rows = bad = 0
     where = set()
     for n in lengths:
-        width = -(-n // ROW_QUANTUM) * ROW_QUANTUM
+        width = -(-n // quantum) * quantum
         for b in batch_sizes:
-            group = [torch.randn(torch.randint(max(1, width - ROW_QUANTUM + 1), width + 1, ()).item(), heads * d)
+            group = [torch.randn(torch.randint(max(1, width - quantum + 1), width + 1, ()).item(), heads * d)
                      for _ in range(b - 1)] + [torch.randn(n, heads * d)]
             together = attend(group, width)[-1, :n]
             rows += n
@@ -118,6 +124,7 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--intermediate", type=int, default=1536)
     parser.add_argument("--max-rows", type=int, default=700)
+    parser.add_argument("--quantum", type=int, default=ROW_QUANTUM, help="the row block to probe")
     args = parser.parse_args()
     torch.manual_seed(0)
     lengths, batch_sizes = range(1, args.max_length + 1), (2, 8, 32)
@@ -134,14 +141,14 @@ def main() -> None:
         bad, rows, where = differing_lengths(scores, scores, lambda b, n: torch.randn(b, args.heads, n, d),
                                              lengths, batch_sizes)
         print(f"attention scores [B, heads, n, d] vs [heads, n, d]: {bad}/{rows} differ; lengths: {where}")
-        bad, rows, where = grouped_attention_differences(lengths, batch_sizes, args.heads, d)
-        print(f"grouped attention (sdpa, {ROW_QUANTUM}-key blocks, masked) in a group of B vs alone: "
+        bad, rows, where = grouped_attention_differences(lengths, batch_sizes, args.heads, d, args.quantum)
+        print(f"grouped attention (sdpa, {args.quantum}-key blocks, masked) in a group of B vs alone: "
               f"{bad}/{rows} rows differ; lengths: {where}")
         for name, (kernel, d_in, d_out) in linear_kernels(args.hidden, args.intermediate).items():
-            changing = rows_that_change_bits(kernel, d_in, d_out, args.max_rows)
-            print(f"{name}: row counts (1..{args.max_rows}, then every {37 * ROW_QUANTUM}th to 8192) whose rows differ "
+            changing = rows_that_change_bits(kernel, d_in, d_out, args.max_rows, args.quantum)
+            print(f"{name}: row counts (1..{args.max_rows}, then every {37 * args.quantum}th to 8192) whose rows differ "
                   f"from an 8192-row call: {changing}; "
-                  f"of them multiples of {ROW_QUANTUM}: {[m for m in changing if m % ROW_QUANTUM == 0]}")
+                  f"of them multiples of {args.quantum}: {[m for m in changing if m % args.quantum == 0]}")
 
 
 if __name__ == "__main__":
