@@ -462,7 +462,7 @@ def test_verify_exit_codes_gate_on_result_and_claims(tmp_path):
     assert "OK" not in rejected.output and "REJECTED" in rejected.output and "result FAILED" in rejected.output
     assert cli("verify", warned, "--public-key", public, "--require-claim", "report.verdicts").exit_code == 0
     assert cli("verify", warned, "--public-key", public, "--require-claim", "report.interop").exit_code == 3
-    assert cli("verify", passed, "--public-key", public, "--require-claim", "no.such.claim").exit_code == 3
+    assert cli("verify", passed, "--public-key", public, "--require-claim", "no.such.claim").exit_code == 2  # a claim no catalogue knows: a usage error
     report = json.loads(cli("verify", warned, "--public-key", public, "--json", "--require-result", "PASSED",
                             "--require-claim", "report.interop").output)
     assert report["verified"] is True and report["accepted"] is False and report["result"] == "WARNED"
