@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 import laya
 from laya.errors import RequestError
 from laya_qual.synth import pinned_path, requests_for
-from laya_qual.synth.hostile import escaped_surrogates, hostile_names, with_lone_surrogate
+from laya_qual.synth.hostile import (TEXT_FIELDS, edited, escaped_surrogates, field_text, hostile_names,
+                                    with_lone_surrogate)
 
-TEXT_FIELDS = ("task", "question", "options[0]", "options[1]", "state")
 RUN_TIMEOUT_S = 120.0  # a hang guard, loose enough for a loaded machine
 
 
@@ -45,20 +45,6 @@ def body(request: laya.Request) -> dict:
             "state": request.state}
 
 
-def edited(fields: dict, field: str, text: str) -> dict:
-    """``fields`` (a request's JSON object) with ``field`` (``options[i]`` for an option) set to ``text``."""
-    out = json.loads(json.dumps(fields))
-    if field.startswith("options"):
-        out["options"][int(field[len("options["):-1])] = text
-    else:
-        out[field] = text
-    return out
-
-
-def value(fields: dict, field: str) -> str:
-    return fields["options"][int(field[len("options["):-1])] if field.startswith("options") else fields[field]
-
-
 @pytest.mark.laya_claim("request.text")
 @given(data=st.data(), field=st.sampled_from(TEXT_FIELDS))
 @example(data=None, field="question")
@@ -70,7 +56,7 @@ def test_a_lone_surrogate_in_any_text_field_is_refused_naming_it(qualified_model
     if data is None:
         text, at = "a\ud800b", 1  # the issue's example
     else:
-        text, at = data.draw(with_lone_surrogate(value(fields, field)), label="text")
+        text, at = data.draw(with_lone_surrogate(field_text(fields, field)), label="text")
     bad = edited(fields, field, text)
     with pytest.raises(RequestError) as refused:
         laya.Request(bad["task"], bad["question"], tuple(bad["options"]), bad["state"])
