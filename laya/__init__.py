@@ -15,13 +15,13 @@ from laya import errors
 __version__ = "0.1.0"
 
 _HOME = {
-    "Adapters": "laya.adapters", "open_adapters": "laya.adapters",
-    "BaseOptions": "laya.base", "VerifiedBase": "laya.base",
-    "CacheStats": "laya.cache",
-    "TaskInfo": "laya.config",
-    "Head": "laya.loading", "Model": "laya.loading", "load_artifact": "laya.loading",
-    "load_artifact_base": "laya.loading", "load_artifact_with_base": "laya.loading",
-    "Prediction": "laya.request", "Request": "laya.request",
+    "Adapters": "laya.serving.adapters", "open_adapters": "laya.serving.adapters",
+    "BaseOptions": "laya.serving.base", "VerifiedBase": "laya.serving.base",
+    "CacheStats": "laya.serving.cache",
+    "TaskInfo": "laya.serving.config",
+    "Head": "laya.serving.loading", "Model": "laya.serving.loading", "load_artifact": "laya.serving.loading",
+    "load_artifact_base": "laya.serving.loading", "load_artifact_with_base": "laya.serving.loading",
+    "Prediction": "laya.serving.request", "Request": "laya.serving.request",
 }
 
 __all__ = [
@@ -30,12 +30,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover — typing only: type checkers read these; at run time __getattr__ imports lazily
-    from laya.adapters import Adapters, open_adapters
-    from laya.base import BaseOptions, VerifiedBase
-    from laya.cache import CacheStats
-    from laya.config import TaskInfo
-    from laya.loading import Head, Model, load_artifact, load_artifact_base, load_artifact_with_base
-    from laya.request import Prediction, Request
+    from laya.serving.adapters import Adapters, open_adapters
+    from laya.serving.base import BaseOptions, VerifiedBase
+    from laya.serving.cache import CacheStats
+    from laya.serving.config import TaskInfo
+    from laya.serving.loading import Head, Model, load_artifact, load_artifact_base, load_artifact_with_base
+    from laya.serving.request import Prediction, Request
 
 
 def __getattr__(name: str):

@@ -16,7 +16,7 @@ import click
 import laya
 from laya.errors import LayaError
 from laya.interrupts import Interrupted, SignalExit
-from laya.jsonl import DEFAULT_BATCH_SIZE
+from laya.serving.jsonl import DEFAULT_BATCH_SIZE
 
 # Exit status of `laya predict` when some lines failed (their error objects are in the output).
 EXIT_LINES_FAILED = 3
@@ -50,9 +50,9 @@ class LazyGroup(click.Group):
 
 
 LAZY_COMMANDS = {
-    "base": ("laya.importer", "Laya bases."),
+    "base": ("laya.training.importer", "Laya bases."),
     "evolve": ("laya.evolution.cli", "Frozen-feature learner: compare with the distributed kernel, account for storage."),
-    "train": ("laya.train_cli", "Train, calibrate, certify and export one head; print a summary."),
+    "train": ("laya.training.train_cli", "Train, calibrate, certify and export one head; print a summary."),
 }
 
 
@@ -109,7 +109,7 @@ def predict(base_dir: str, adapters: tuple[str, ...], cache_bytes: int, batch_si
     each line complete: a signal that comes while a chunk is being computed stops the
     run before any of its lines is written, one that comes while they are being written
     waits until the last is flushed."""
-    from laya.jsonl import encode_results, predict_chunks
+    from laya.serving.jsonl import encode_results, predict_chunks
 
     ctx = click.get_current_context()
     signals = ctx.find_object(SignalExit)  # main's: every subcommand runs under it
@@ -170,7 +170,7 @@ def info(artifact_dir: str, as_json: bool) -> None:
     As text: a line for the artifact (head kind, digest), one for the budgets, one per task
     (options, temperature, act and escalate thresholds as served) and one per pinned file
     (role, sha256, path)."""
-    from laya.artifact import read_artifact_files
+    from laya.artifact.manifest import read_artifact_files
 
     try:
         files = read_artifact_files(artifact_dir)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 
-# What a name may not hold (laya.text says why): control characters, lone surrogates, and the
+# What a name may not hold (laya.artifact.text says why): control characters, lone surrogates, and the
 # line and paragraph separators.
 NAME_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 
@@ -67,7 +67,7 @@ class DigestMismatch(ArtifactError):
 class BindingMismatch(LayaError):
     """Bytes offered for a use they were not made for: a head's base pins, a feature store's
     identity. ``field`` names the first bound field that differs, ``file`` where it was read;
-    each subclass passes its message already located, in its own words (laya.binding.require)."""
+    each subclass passes its message already located, in its own words (laya.artifact.binding.require)."""
 
     def __init__(self, located: str, *, field: str, file: str | None):
         self.field = field

@@ -1,5 +1,5 @@
 """The cache claims' oracle for entry sizes, written from docs/decisions.md, never read
-from laya.cache: float32 state bytes + 512 bytes + 8 bytes a token id."""
+from laya.serving.cache: float32 state bytes + 512 bytes + 8 bytes a token id."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Running code while laya.atomic's writer holds before publishing (its
+"""Running code while laya.artifact.atomic's writer holds before publishing (its
 ``LAYA_TEST_HOLD_PUBLISH`` seam): how the suite makes a name taken, or a temporary
 changed, exactly between writing and publishing."""
 
@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from laya.atomic import HOLD_ENV
+from laya.artifact.atomic import HOLD_ENV
 
 HOLD_TIMEOUT_S = 30.0  # a writer that never holds fails the test instead of hanging it
 

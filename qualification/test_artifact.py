@@ -18,7 +18,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 import laya
-from laya.artifact import BASE_ROLES, HEAD_ROLES, MANIFEST, ROLES
+from laya.artifact.manifest import BASE_ROLES, HEAD_ROLES, MANIFEST, ROLES
 from laya.errors import ArtifactError, DigestMismatch, LayaError
 from laya_qual.synth import (
     artifact_configs,

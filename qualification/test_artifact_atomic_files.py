@@ -1,8 +1,8 @@
-"""artifact.atomic-file: laya's single-file writer (laya.atomic.write_file / write_files,
+"""artifact.atomic-file: laya's single-file writer (laya.artifact.atomic.write_file / write_files,
 which writes the feature store of `laya train` and laya-qual's keys and reports) follows
 docs/artifact-v1.md's "Writing rules" too: each file appears whole or not at all and an
 existing one is never replaced (docs/training.md: "an existing store is never replaced",
-laya.atomic.OutputExists).
+laya.artifact.atomic.OutputExists).
 
 Oracle: the parent directory's bytes, read with os.walk before and after, and the error's
 class and ``file``. The failures are real: an existing name of each kind; a write cut short
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from laya.atomic import write_file, write_files
+from laya.artifact.atomic import write_file, write_files
 from laya.errors import OutputExists
 from laya_qual.suite.holding import while_held
 
@@ -145,13 +145,13 @@ def test_a_failing_link_raises_its_error_and_leaves_nothing(tmp_path, monkeypatc
 def test_a_temporary_name_already_taken_is_never_written_and_another_is_drawn(tmp_path, monkeypatch):
     """The temporary sibling is created exclusively: when its random name is already taken (a
     leftover of a killed writer), that file is left as it was and a fresh name is drawn."""
-    import laya.atomic
+    import laya.artifact.atomic
 
     final = tmp_path / "store.bin"
     leftover = tmp_path / ".store.bin.tmp-00000000"
     theirs = b"a killed writer's bytes, longer than the new data"
     leftover.write_bytes(theirs)
     names = iter([leftover, tmp_path / ".store.bin.tmp-00000001"])
-    monkeypatch.setattr(laya.atomic, "temporary_sibling", lambda _final: next(names))
+    monkeypatch.setattr(laya.artifact.atomic, "temporary_sibling", lambda _final: next(names))
     write_file(final, b"new data")
     assert tree(tmp_path) == {"store.bin": b"new data", leftover.name: theirs}

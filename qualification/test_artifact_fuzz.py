@@ -15,7 +15,7 @@ import torch
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from laya.artifact import BASE_ROLES
+from laya.artifact.manifest import BASE_ROLES
 from laya.errors import ArtifactError, LayaError
 from laya_qual.suite.fuzzing import EXAMPLES, assert_sound, bound_for, served, within
 from laya_qual.synth import clone_artifact, pinned_path, replace_pinned_file, requests_for, rewrite_file

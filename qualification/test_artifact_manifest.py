@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import laya
-from laya.artifact import BASE_ROLES, HEAD_ROLES, MANIFEST, write_artifact_files
+from laya.artifact.manifest import BASE_ROLES, HEAD_ROLES, MANIFEST, write_artifact_files
 from laya.errors import ArtifactError
 from laya_qual.synth import pinned_path, replace_pinned_file
 

@@ -9,7 +9,7 @@ with ``os.listdir``. No laya reader is involved.
 Two real interruptions, at a drawn point: an OS error while writing the k-th file
 (the k-th path runs through an earlier file, so its directory cannot be made), and a
 real SIGINT, sent by a second thread once the writer holds right before publishing
-(the ``LAYA_TEST_HOLD_PUBLISH`` seam of laya.atomic), turned into KeyboardInterrupt
+(the ``LAYA_TEST_HOLD_PUBLISH`` seam of laya.artifact.atomic), turned into KeyboardInterrupt
 by Python's own handler. An existing output is refused and left as it was.
 """
 
@@ -27,8 +27,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from laya.artifact import ROLES, write_artifact_files
-from laya.atomic import HOLD_ENV
+from laya.artifact.manifest import ROLES, write_artifact_files
+from laya.artifact.atomic import HOLD_ENV
 from laya.errors import LayaError
 
 NAMES = ("a.json", "b.bin", "c.safetensors", "d/e.json", "d/f.bin", "g/h/i.bin")

@@ -1,11 +1,11 @@
 """artifact.atomic-write, while the writer runs: a name that another writer takes after
 write_artifact_files has checked it is still never replaced (docs/artifact-v1.md, "Writing
 rules" 3: "a rename that would replace one is refused by the filesystem as well,
-laya.atomic.OutputExists"), and a publication that fails for any other reason leaves no
+laya.artifact.atomic.OutputExists"), and a publication that fails for any other reason leaves no
 temporary behind (rule 2).
 
 The interleaving is made real, not simulated: the writer holds right before publishing
-(the ``LAYA_TEST_HOLD_PUBLISH`` seam of laya.atomic) while a second thread takes the name,
+(the ``LAYA_TEST_HOLD_PUBLISH`` seam of laya.artifact.atomic) while a second thread takes the name,
 with laya's own file writer (a file inside a new directory under the name) or with a
 plain file, then lets the writer go on. Oracle: the parent directory's bytes, read with
 os.walk before and after, and the error's class and ``file``.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from laya.artifact import write_artifact_files
-from laya.atomic import write_file
+from laya.artifact.manifest import write_artifact_files
+from laya.artifact.atomic import write_file
 from laya.errors import OutputExists
 from laya_qual.suite.holding import while_held
 

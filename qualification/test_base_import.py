@@ -6,7 +6,7 @@ The checkpoints are generated (laya_qual.synth.write_bert_checkpoint: transforme
 ``BertForMaskedLM`` with the ``bert.`` prefix and ``cls.*`` heads), plus a TF-era copy
 (LayerNorm ``gamma``/``beta``, bfloat16) re-saved with safetensors.
 
-Oracle, independent of laya.importer: the checkpoint's own files read here (``vocab.txt``
+Oracle, independent of laya.training.importer: the checkpoint's own files read here (``vocab.txt``
 line numbers are the ids, ``config.json`` with json, ``model.safetensors`` with
 safetensors), the artifact's files read through its manifest with hashlib, and the
 mapping of docs/real-base.md written out below (``documented_name``). The imported base's
@@ -36,7 +36,7 @@ from safetensors.torch import save as save_safetensors
 import laya
 from laya.cli import main as laya_cli
 from laya.errors import ArtifactError
-from laya.importer import import_bert_base
+from laya.training.importer import import_bert_base
 from laya_qual.synth import bert_vocabulary, write_bert_checkpoint
 
 SEED = 7

@@ -1,4 +1,4 @@
-"""base.import.standalone: `python -m laya.importer import HF_DIR OUT_DIR` is "the same
+"""base.import.standalone: `python -m laya.training.importer import HF_DIR OUT_DIR` is "the same
 command, standalone" (docs/real-base.md) as `laya base import`; and two more refusals of
 the import: a checkpoint holding one encoder tensor twice (a LayerNorm's ``weight`` and its
 TF-era ``gamma``, which docs/real-base.md maps to the same name) and fewer than two option
@@ -23,7 +23,7 @@ from safetensors.torch import save as save_safetensors
 
 from laya.cli import main as laya_cli
 from laya.errors import ArtifactError
-from laya.importer import import_bert_base
+from laya.training.importer import import_bert_base
 from laya_qual.suite.test_base_import import checkpoints, listing  # noqa: F401 (the session's checkpoints)
 
 TIMEOUT_S = 300  # a hang guard, loose enough for a loaded machine
@@ -33,7 +33,7 @@ NORM = "encoder.layer.0.attention.output.LayerNorm"
 @pytest.mark.laya_claim("base.import.standalone")
 def test_the_standalone_module_writes_what_laya_base_import_writes(checkpoints, tmp_path):  # noqa: F811
     source = checkpoints["BertModel"]
-    run = subprocess.run([sys.executable, "-m", "laya.importer", "import", str(source), str(tmp_path / "standalone"),
+    run = subprocess.run([sys.executable, "-m", "laya.training.importer", "import", str(source), str(tmp_path / "standalone"),
                           "--option-markers", "3"], capture_output=True, text=True, timeout=TIMEOUT_S)
     assert run.returncode == 0, run.stderr
     via_laya = CliRunner().invoke(laya_cli, ["base", "import", str(source), str(tmp_path / "laya"),

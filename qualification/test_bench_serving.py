@@ -1,7 +1,7 @@
 """Benchmark claims for serving. Speed is measured, never asserted: each test checks
 the arms agree, then records medians and ratios measured side by side in one run.
 Under xdist or --benchmark-disable they are not measured, and the report says the
-claims were not evaluated. The arms themselves are laya_qual.serving_bench, which
+claims were not evaluated. The arms themselves are laya_qual.bench.serving_bench, which
 scripts/bench_serving.py runs too."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import laya
-from laya_qual.benchmarking import side_by_side, unique_tensor_bytes
-from laya_qual.fixtures import heads_by_base
-from laya_qual.serving_bench import (batch_arms, cache_arms, head_arms, load_heads, missing_peers, overhead_arms,
+from laya_qual.bench.benchmarking import side_by_side, unique_tensor_bytes
+from laya_qual.plugin.fixtures import heads_by_base
+from laya_qual.bench.serving_bench import (batch_arms, cache_arms, head_arms, load_heads, missing_peers, overhead_arms,
                                      weight_bytes)
 
 ROUNDS = 30

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import laya
-from laya.cache import EncoderStateCache
+from laya.serving.cache import EncoderStateCache
 from laya_qual.suite import cache_oracle
 from laya_qual.synth import requests_for, texts
 

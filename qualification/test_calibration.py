@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import laya
-from laya.binding import canonical_json
+from laya.artifact.binding import canonical_json
 from laya_qual.suite.calibration_oracle import expected_decision, pinned_bytes, reference_probabilities, task_numbers
 from laya_qual.synth import clone_artifact, replace_pinned_file, requests_for, seeds
 

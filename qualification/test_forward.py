@@ -28,7 +28,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import laya.encoder as laya_encoder
+import laya.serving.encoder as laya_encoder
 from laya import Request
 from laya.errors import RequestError
 from laya_qual.synth import reference as reference_module

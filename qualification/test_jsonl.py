@@ -14,7 +14,7 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 import laya
-from laya.jsonl import predict_lines
+from laya.serving.jsonl import predict_lines
 from laya_qual.suite.fuzzing import EXAMPLES
 from laya_qual.synth import requests_for
 from laya_qual.synth.fuzz import byte_mutations, json_mutations

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from laya.jsonl import read_chunks
+from laya.serving.jsonl import read_chunks
 from laya_qual.synth.wire import stream_line, stream_lines
 
 DEADLINE_S = 10.0  # turns a reader that waits for an unsent line into a failure; not a speed claim

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import laya
 from laya.errors import LayaError
-from laya.jsonl import predict_lines
+from laya.serving.jsonl import predict_lines
 from laya_qual.suite.fuzzing import EXAMPLES, assert_sound, bound_for, within
 from laya_qual.synth import requests_for
 from laya_qual.synth.fuzz import huge_line_values, request_streams

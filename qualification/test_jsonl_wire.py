@@ -19,7 +19,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import laya
-from laya.jsonl import predict_lines
+from laya.serving.jsonl import predict_lines
 from laya_qual.synth import requests_for
 from laya_qual.synth.wire import BOUNDARY, of_type, wrong_types
 

@@ -24,7 +24,7 @@ import torch
 from click.testing import CliRunner
 from hypothesis import given
 
-from laya.binding import state_digest
+from laya.artifact.binding import state_digest
 from laya.errors import DistributedError
 from laya.evolution.accounting import flop_model
 from laya.evolution.check import ArmsResult, run_arms

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from safetensors.torch import save as st_save
 
-from laya.binding import json_digest
+from laya.artifact.binding import json_digest
 from laya.errors import FeaturePacketError, LayaError
 from laya.evolution.data import consecutive_groups
 from laya.evolution.kernel import LEARNER, produce

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from laya.binding import tensor_digest
+from laya.artifact.binding import tensor_digest
 from laya.errors import FeaturePacketError
 from laya.evolution.data import make_tokenizer
 from laya.evolution.kernel import LEARNER

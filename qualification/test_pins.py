@@ -11,8 +11,8 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 import laya
-from laya.artifact import read_artifact_files
-from laya.binding import canonical_json
+from laya.artifact.manifest import read_artifact_files
+from laya.artifact.binding import canonical_json
 from laya.errors import PinMismatch
 from laya_qual.synth import clone_artifact, replace_pinned_file, seeds
 

@@ -11,9 +11,9 @@ import hypothesis.core
 import pytest
 
 from laya_qual.claims import CLAIMS
-from laya_qual.report import LAYA_TYPE, TEST_RESULT_TYPE
-from laya_qual.signing import keygen, load_public_key
-from laya_qual.verify import VerifyError, verify_bundle
+from laya_qual.report.model import LAYA_TYPE, TEST_RESULT_TYPE
+from laya_qual.report.signing import keygen, load_public_key
+from laya_qual.report.verify import VerifyError, verify_bundle
 
 pytest_plugins = ("pytester",)
 
@@ -449,7 +449,7 @@ def signing_facts(key, *, development: bool) -> dict:
 
 @pytest.mark.laya_claim("report.signature")
 def test_development_key_is_recorded(pytester, monkeypatch, tmp_path):
-    from laya_qual.signing import dev_key_path
+    from laya_qual.report.signing import dev_key_path
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     dev = dev_key_path()

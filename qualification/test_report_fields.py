@@ -25,10 +25,10 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import CryptoSigner
 
-from laya_qual.report import LAYA_TYPE, PAYLOAD_TYPE, TEST_RESULT_TYPE
-from laya_qual.signing import keygen, load_public_key
+from laya_qual.report.model import LAYA_TYPE, PAYLOAD_TYPE, TEST_RESULT_TYPE
+from laya_qual.report.signing import keygen, load_public_key
 from laya_qual.synth import write_artifact
-from laya_qual.verify import VerifyError, verify_bundle
+from laya_qual.report.verify import VerifyError, verify_bundle
 
 PASS_A, PASS_B, FAIL, SKIP = "report.verdicts", "report.subjects", "report.signature", "report.interop"
 
@@ -266,8 +266,8 @@ def test_statement_payloads_are_canonical_utf8_json(made):
     """Each statement's payload is the canonical JSON of what it holds: sorted keys, no
     whitespace, UTF-8 with non-ASCII text written as itself, never \\u-escaped (the
     writer's form is this oracle's, for text the run did not happen to contain too)."""
-    from laya_qual.report import canonical
-    from laya_qual.verify import read_statements
+    from laya_qual.report.model import canonical
+    from laya_qual.report.verify import read_statements
 
     payloads = [payload for _, payload in read_statements(made["bundle"])]
     assert len(payloads) == 2 and all(payload == _canonical(json.loads(payload)) for payload in payloads)

@@ -12,11 +12,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from laya_qual.claims import CLAIMS
-from laya_qual.report import build_claims, build_statements
-from laya_qual.signing import keygen, load_public_key, load_signer, write_bundle
+from laya_qual.report.model import build_claims, build_statements
+from laya_qual.report.signing import keygen, load_public_key, load_signer, write_bundle
 from laya_qual.suite.fuzzing import EXAMPLES, MIN_BOUND_S, within
 from laya_qual.synth.fuzz import DuplicateLine, Insert, JsonEdit, LineEdit, PayloadEdit, Truncate, bundle_mutations
-from laya_qual.verify import VerifyError, verify_bytes
+from laya_qual.report.verify import VerifyError, verify_bytes
 
 
 @dataclasses.dataclass(frozen=True)

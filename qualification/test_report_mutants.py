@@ -11,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from scipy.stats import beta
 
-from laya_qual.mutant_run import FORMAT, clopper_pearson_lower
+from laya_qual.measure.mutant_run import FORMAT, clopper_pearson_lower
 
 
 def reference_lower(killed: int, total: int) -> float:

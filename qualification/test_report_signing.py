@@ -21,11 +21,11 @@ from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from laya_qual.claims import CLAIMS
-from laya_qual.report import LAYA_TYPE, PAYLOAD_TYPE, TEST_RESULT_TYPE, build_claims, build_statements, canonical
-from laya_qual.signing import (PASSWORD_ENV, PUBLIC_KEY_ENV, SigningError, keygen, load_public_key, load_signer,
+from laya_qual.report.model import LAYA_TYPE, PAYLOAD_TYPE, TEST_RESULT_TYPE, build_claims, build_statements, canonical
+from laya_qual.report.signing import (PASSWORD_ENV, PUBLIC_KEY_ENV, SigningError, keygen, load_public_key, load_signer,
                                 pae, public_key_path, write_bundle)
 from laya_qual.subjects import artifact_subject
-from laya_qual.verify import VerifyError, verify_bundle, verify_bytes
+from laya_qual.report.verify import VerifyError, verify_bundle, verify_bytes
 
 CATALOGUE = {cid: CLAIMS[cid] for cid in ("report.verdicts", "report.signature", "report.interop")}
 RECORDS = [

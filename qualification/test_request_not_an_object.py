@@ -12,7 +12,7 @@ import pytest
 
 import laya
 from laya.errors import RequestError
-from laya.jsonl import predict_lines
+from laya.serving.jsonl import predict_lines
 from laya_qual.suite.int8_head import base, pristine  # noqa: F401 - fixtures
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 import laya
-from laya.jsonl import predict_lines
+from laya.serving.jsonl import predict_lines
 from laya_qual.synth import pinned_path, requests_for
 
 # Characters a BERT-style normalizer drops: control characters, format characters

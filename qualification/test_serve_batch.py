@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 import laya
 from laya.errors import BudgetExceeded, Cancelled, RequestError, UnknownAdapter
-from laya_qual.fixtures import heads_by_base
+from laya_qual.plugin.fixtures import heads_by_base
 from laya_qual.suite.cache_oracle import documented_bytes
 from laya_qual.synth import CancelAfter, over_budget_requests, requests_for
 

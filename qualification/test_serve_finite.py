@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import laya
 from laya.errors import NumericError
-from laya.jsonl import predict_lines
+from laya.serving.jsonl import predict_lines
 from laya_qual.synth import ReferenceModel, copy_with_weights_edit, requests_for, seeds
 
 KINDS = ("float32", "int8", "transformer")

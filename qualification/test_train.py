@@ -26,15 +26,15 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 import laya
-from laya.artifact import read_artifact_files
-from laya.calibration import fit_temperature
-from laya.dataset import Example, read_dataset, split_indices
+from laya.artifact.manifest import read_artifact_files
+from laya.training.calibration import fit_temperature
+from laya.training.dataset import Example, read_dataset, split_indices
 from laya.errors import DatasetError, FeatureStoreMismatch, TrainingError
-from laya.features import load_store
-from laya.pipeline import train_artifact
-from laya.scoring import option_scores, readout
-from laya.train_cli import _summary
-from laya.head_training import TrainConfig, initial_head, train_head, warm_start
+from laya.training.features import load_store
+from laya.training.pipeline import train_artifact
+from laya.training.scoring import option_scores, readout
+from laya.training.train_cli import _summary
+from laya.training.head_training import TrainConfig, initial_head, train_head, warm_start
 from laya_qual.suite.calibration_oracle import (MIN_DEV_CAL, TEMPERATURE_BOUNDS, bounded_minimiser,
                                                pinned_bytes, readout_row, reference_nll,
                                                reference_temperature)
@@ -474,7 +474,7 @@ def test_every_dataclass_the_runtime_defines_is_frozen():
         namespace = vars(importlib.import_module(module.name))
         defined |= {f"{module.name}.{name}": value for name, value in namespace.items()
                     if isinstance(value, type) and value.__module__ == module.name and dataclasses.is_dataclass(value)}
-    assert len(defined) >= 33 and "laya.config.HeadConfig" in defined, sorted(defined)  # the walk found them
+    assert len(defined) >= 33 and "laya.serving.config.HeadConfig" in defined, sorted(defined)  # the walk found them
     assert [name for name, cls in sorted(defined.items()) if not cls.__dataclass_params__.frozen] == []
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import laya
-from laya.calibration import fit_temperature
-from laya.export import head_tensors, task_entry
-from laya.head_training import TrainConfig, initial_head
-from laya.thresholds import certify
+from laya.training.calibration import fit_temperature
+from laya.training.export import head_tensors, task_entry
+from laya.training.head_training import TrainConfig, initial_head
+from laya.training.thresholds import certify
 from laya_qual.synth import pinned_path, replace_pinned_file
 
 
@@ -80,7 +80,7 @@ def test_a_train_config_outside_its_range_is_refused_naming_the_field(field, val
 def test_an_infinite_learning_rate_is_a_usage_error_of_laya_train(tmp_path):
     from click.testing import CliRunner
 
-    from laya.train_cli import train
+    from laya.training.train_cli import train
 
     (tmp_path / "base").mkdir()
     (tmp_path / "data.jsonl").write_text("")

@@ -14,7 +14,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from scipy import stats
 
-from laya.thresholds import GRID, binomial_cdf, certify, clopper_pearson_upper, sequence_start
+from laya.training.thresholds import GRID, binomial_cdf, certify, clopper_pearson_upper, sequence_start
 from laya_qual.suite.calibration_oracle import REFERENCE_GRID, cp_upper, reference_path
 from laya_qual.synth import selective_outcomes
 
@@ -83,7 +83,7 @@ def test_clopper_pearson_and_binomial_match_scipy(n, fraction, delta):
     ([8, 9, 11], [10, 10, 12], 0.01),  # terms whose float sum rounds above 1: a probability is at most 1
 ])
 def test_binomial_cdf_is_scipys_elementwise_on_any_shape(errors, n, p):
-    """laya.thresholds.binomial_cdf is documented as P[Binomial(n, p) <= errors], elementwise: the
+    """laya.training.thresholds.binomial_cdf is documented as P[Binomial(n, p) <= errors], elementwise: the
     broadcast shape of its arguments, empty ones included, each element scipy's binomial cdf."""
     expected = stats.binom.cdf(np.asarray(errors), np.asarray(n), np.asarray(p))
     got = np.asarray(binomial_cdf(errors, n, p))

@@ -1,5 +1,5 @@
 """train.command: the `laya train` command itself (docs/training.md; its module run as
-``python -m laya.train_cli``, as a user's process would), end to end on a small synthetic
+``python -m laya.training.train_cli``, as a user's process would), end to end on a small synthetic
 task, and its refusal of an output that exists.
 
 Oracle: the dataset's tasks (read from the JSONL written here), the documented default
@@ -21,7 +21,7 @@ import torch
 from click.testing import CliRunner
 
 import laya
-from laya.train_cli import train as train_command
+from laya.training.train_cli import train as train_command
 from laya_qual.synth import synthetic_task, write_task
 
 SIZES = {"train": 40, "dev_cal": 30, "dev_conf": 40}
@@ -43,7 +43,7 @@ def setup(artifact_factory, tmp_path_factory):
 def test_train_writes_a_loadable_head_for_the_datasets_tasks(setup, tmp_path):
     base_dir, data = setup
     out = tmp_path / "head"
-    run = subprocess.run([sys.executable, "-m", "laya.train_cli", "--base", str(base_dir), "--data", str(data),
+    run = subprocess.run([sys.executable, "-m", "laya.training.train_cli", "--base", str(base_dir), "--data", str(data),
                           "--out", str(out), "--epochs", "20", "--target-risk", "0.4"],
                          capture_output=True, text=True, timeout=TIMEOUT_S)
     assert run.returncode == 0, run.stderr

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from laya.dataset import parse_example
+from laya.training.dataset import parse_example
 from laya.errors import DatasetError
 from laya_qual.synth.wire import BOUNDARY, of_type, wrong_types
 
@@ -146,7 +146,7 @@ def dataset_text(base_dir, tmp_path, *, drop: tuple[str, str] | None = None) -> 
     """Two tasks' examples written as JSONL text and read back (the wire form); ``drop``
     = (task, split) leaves that task out of that split."""
     from laya import load_artifact_base
-    from laya.dataset import read_dataset
+    from laya.training.dataset import read_dataset
     from laya_qual.synth import synthetic_task, write_task
 
     base = load_artifact_base(base_dir)
@@ -163,7 +163,7 @@ def dataset_text(base_dir, tmp_path, *, drop: tuple[str, str] | None = None) -> 
 @pytest.mark.parametrize("split", ["train", "dev_cal", "dev_conf"])
 def test_an_empty_split_is_refused(split_base, tmp_path, split):
     from laya import load_artifact_base
-    from laya.dataset import split_indices
+    from laya.training.dataset import split_indices
 
     base = load_artifact_base(split_base)
     examples = dataset_text(split_base, tmp_path)
@@ -181,7 +181,7 @@ def test_a_task_without_dev_cal_or_dev_conf_examples_is_refused(split_base, tmp_
     """Task b keeps its train examples but has none in ``split`` (the split itself is not
     empty: task a has some): training refuses, naming the split, and writes no head."""
     from laya.errors import TrainingError
-    from laya.pipeline import train_artifact
+    from laya.training.pipeline import train_artifact
 
     examples = dataset_text(split_base, tmp_path, drop=("b", split))
     out = tmp_path / "head"

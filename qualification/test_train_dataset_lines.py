@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from laya.dataset import read_dataset
+from laya.training.dataset import read_dataset
 from laya.errors import DatasetError
 
 SOFT = {"id": "s", "split": "train", "task": "t", "question": "q", "options": ["a", "b", "c"]}

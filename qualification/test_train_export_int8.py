@@ -1,7 +1,7 @@
 """train.export.int8: the int8 export is exactly docs/training.md's quantization rule.
 
 Oracle: the rule re-stated in NumPy float32 (np.rint rounds half to even), applied to the
-float32 readout; the export's tensors (laya.export.head_tensors, what `laya train --kind int8`
+float32 readout; the export's tensors (laya.training.export.head_tensors, what `laya train --kind int8`
 writes) must equal it bitwise. Readouts are drawn with rows of zeros and rows whose maximum
 makes scale exactly 1, so ties at .5 occur; explicit examples pin both.
 """
@@ -15,8 +15,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from laya.export import head_tensors
-from laya.head_training import LinearHead
+from laya.training.export import head_tensors
+from laya.training.head_training import LinearHead
 
 VALUES = st.floats(-1e3, 1e3, width=32, allow_subnormal=False) | st.sampled_from([0.5, 1.5, 2.5, -2.5, 126.5])
 

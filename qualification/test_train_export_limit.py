@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 import laya
-from laya.config import Calibration, Certification, ReliabilityBin, ThresholdTest
+from laya.serving.config import Calibration, Certification, ReliabilityBin, ThresholdTest
 from laya.errors import ArtifactError
-from laya.export import export_head, head_tensors, task_entry
-from laya.head_training import initial_head
+from laya.training.export import export_head, head_tensors, task_entry
+from laya.training.head_training import initial_head
 from laya_qual.synth import write_artifact
 
 LIMIT = 1 << 20  # docs/artifact-v1.md, Limits: 1 MiB for each JSON file of an artifact

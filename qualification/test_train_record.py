@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import laya
 from laya.errors import ArtifactError
-from laya.thresholds import certify
+from laya.training.thresholds import certify
 from laya_qual.suite.calibration_oracle import (ECE_BINS, REFERENCE_GRID, cp_upper, pinned_bytes, readout_row,
                                                reference_ece, reference_path, reference_reliability)
 from laya_qual.suite.test_train import DELTA, TARGET_RISK, trained  # noqa: F401 (the session's trained heads)

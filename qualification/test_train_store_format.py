@@ -19,7 +19,7 @@ import pytest
 
 import laya
 from laya.errors import FeatureStoreMismatch
-from laya.features import build_store, load_store, save_store
+from laya.training.features import build_store, load_store, save_store
 
 QUESTIONS = ("is it here", "where is it", "what now")
 

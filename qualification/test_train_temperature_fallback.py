@@ -18,7 +18,7 @@ import pytest
 import torch
 from scipy.optimize import minimize_scalar
 
-from laya.calibration import fit_temperature
+from laya.training.calibration import fit_temperature
 
 WORSE_AT_THE_FIT = (3, 13, 34, 40)  # seeds whose near-1 fit serves a worse float32 NLL than T = 1
 OTHERS = (0, 1, 2, 4)

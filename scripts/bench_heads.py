@@ -29,7 +29,7 @@ def checkpoint() -> Path:
 
 
 def prepare(work: Path, source: Path, heads: int) -> tuple[Path, list[Path]]:
-    from laya.importer import import_bert_base
+    from laya.training.importer import import_bert_base
     from laya_qual.synth import write_artifact
 
     base = work / "base"

@@ -1,6 +1,6 @@
 """Serving benchmarks, measured side by side in one run (ratios and medians; these
 machines are noisy, so read ratios, not absolute times). The arms are the suite's
-benchmark claims' own (laya_qual.serving_bench), on a larger encoder.
+benchmark claims' own (laya_qual.bench.serving_bench), on a larger encoder.
 
 1. Adapters.predict with a warm cache (hit) vs a cold one (miss).
 2. Adapters.predict (miss) vs a bare torch forward of the same encoder and head.
@@ -23,7 +23,7 @@ benchmark claims' own (laya_qual.serving_bench), on a larger encoder.
    with --threads intra-op threads. --mix short|long draws the rendered lengths from
    1..64 or 64..216 tokens (default: 1 up to the sequence budget).
 
-   Also the limit (laya_qual.serving_limit): the useful-token FLOPs (the encoder's GEMMs
+   Also the limit (laya_qual.bench.serving_limit): the useful-token FLOPs (the encoder's GEMMs
    and attention on the requests' own tokens), the one-thread float32 GEMM rate at the
    encoder's shapes (4,096 rows, laya's oneDNN kernel and F.linear, timed as two more arms
    of the same interleaved rounds), and laya's batched time over FLOPs / rate.
@@ -68,7 +68,7 @@ def write_heads(root: Path, n: int, hidden: int, layers: int) -> list[Path]:
 def memory_arm(how: str, dirs: list[str]) -> int:
     """Runs in a fresh interpreter: RSS growth from loading the heads one way (torch included)."""
     before = rss_bytes()
-    from laya_qual.serving_bench import load_heads
+    from laya_qual.bench.serving_bench import load_heads
 
     heads = load_heads(how, {f"h{i}": d for i, d in enumerate(dirs)})
     after = rss_bytes()
@@ -81,8 +81,8 @@ def timing(dirs: list[Path], rounds: int) -> dict[str, float]:
     import torch
 
     import laya
-    from laya_qual.benchmarking import side_by_side
-    from laya_qual.serving_bench import cache_arms, overhead_arms
+    from laya_qual.bench.benchmarking import side_by_side
+    from laya_qual.bench.serving_bench import cache_arms, overhead_arms
 
     torch.set_num_threads(1)
     request = laya.Request("answer", "which of these words names a colour that the sky has at noon",
@@ -97,9 +97,9 @@ def batch(args: argparse.Namespace, root: Path) -> dict:
     import torch
 
     import laya
-    from laya_qual.benchmarking import side_by_side
-    from laya_qual.serving_bench import MIXES, ArmsDisagree, batch_arms, missing_peers
-    from laya_qual.serving_limit import gemm_arms, useful_flops
+    from laya_qual.bench.benchmarking import side_by_side
+    from laya_qual.bench.serving_bench import MIXES, ArmsDisagree, batch_arms, missing_peers
+    from laya_qual.bench.serving_limit import gemm_arms, useful_flops
     from laya_qual.synth import write_artifact
 
     torch.set_num_threads(args.threads)
@@ -175,7 +175,7 @@ def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int, targe
     """Top ops of the first batch through each arm (built again on just that batch)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from laya_qual.serving_bench import batch_arms
+    from laya_qual.bench.serving_bench import batch_arms
 
     arms, _ = batch_arms(dirs, requests=batch_size, batch_size=batch_size, seed=seed, targets=targets)  # the same first items
     for name, arm in arms.items():

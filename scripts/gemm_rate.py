@@ -1,6 +1,6 @@
 """One thread's float32 GEMM rate at an encoder's linear-layer shapes, for each kernel the
 packed forward can use (laya's oneDNN kernel, torch's F.linear), each checked against
-float64 first (laya_qual.serving_limit.gemm_arms). Kernels and row counts are timed in
+float64 first (laya_qual.bench.serving_limit.gemm_arms). Kernels and row counts are timed in
 interleaved rounds; prints GFLOP/s medians and the load average beside them, since the
 machine may be shared.
 
@@ -14,9 +14,9 @@ import os
 
 import torch
 
-from laya.encoder import EncoderConfig
-from laya_qual.benchmarking import side_by_side
-from laya_qual.serving_limit import gemm_arms
+from laya.serving.encoder import EncoderConfig
+from laya_qual.bench.benchmarking import side_by_side
+from laya_qual.bench.serving_limit import gemm_arms
 
 
 def main() -> None:

@@ -69,7 +69,7 @@ if stage bench; then
   # -k bench leaves every other claim not evaluated, so a good run is WARNED (exit 3), never
   # PASSED; what must hold is that the signed report passes every bench.* claim.
   [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || exit "$rc"
-  pub=$($py -c 'import os; from laya_qual.signing import KEY_ENV, dev_key_path, public_key_path
+  pub=$($py -c 'import os; from laya_qual.report.signing import KEY_ENV, dev_key_path, public_key_path
 print(public_key_path(os.environ.get(KEY_ENV) or str(dev_key_path())))')
   required=$(laya_qual claims --json | $py -c 'import json, sys
 print(" ".join("--require-claim " + c["id"] for c in json.load(sys.stdin) if c["id"].startswith("bench.")))')

@@ -5,10 +5,10 @@ alone. This probe answers the question for the torch build and CPU it runs on, o
 MiniLM's shapes (hidden 384, 12 attention heads of 32, intermediate 1536): for each
 sequence length n and batch size B it compares every row of a batched computation with
 the same sequence computed alone, with ``torch.equal``, and prints which lengths differ;
-then, for every linear kernel the packed forward uses (``laya.encoder.OneDnnLinear``
+then, for every linear kernel the packed forward uses (``laya.serving.encoder.OneDnnLinear``
 on a CPU: the fused query/key/value projection, GELU fused, residual add fused; and
 ``AtenLinear``'s ``F.linear`` for other devices), which row counts change a row's bits,
-which is what laya's packing (whole blocks of ``laya.encoder.ROW_QUANTUM`` rows per
+which is what laya's packing (whole blocks of ``laya.serving.encoder.ROW_QUANTUM`` rows per
 sequence) avoids; and whether the grouped attention (one
 ``scaled_dot_product_attention`` call over the sequences of one width, padded to whole
 blocks of ROW_QUANTUM rows and masked) gives a sequence the same bits in a group of B
@@ -30,7 +30,7 @@ import argparse
 import torch
 from torch.nn import functional as F
 
-from laya.encoder import ROW_QUANTUM, AtenLinear, OneDnnLinear
+from laya.serving.encoder import ROW_QUANTUM, AtenLinear, OneDnnLinear
 
 
 def linear_ways(weight: torch.Tensor, bias: torch.Tensor) -> dict:
@@ -91,7 +91,7 @@ def linear_kernels(hidden: int, intermediate: int) -> dict:
 def grouped_attention_differences(lengths, batch_sizes, heads: int, d: int,
                                   quantum: int = ROW_QUANTUM) -> tuple[int, int, list[int]]:
     """Rows of a sequence attended in a group of B (padded and masked to its width, as
-    laya.encoder.SelfAttention.packed does) that differ from the sequence attended alone."""
+    laya.serving.encoder.SelfAttention.packed does) that differ from the sequence attended alone."""
     def attend(group: list[torch.Tensor], width: int) -> torch.Tensor:
         q = torch.zeros(len(group), width, heads * d)
         mask = torch.zeros(len(group), 1, 1, width, dtype=torch.bool)

@@ -11,7 +11,7 @@ a failed run kills it. A survivor here may still be killed by tests not named, b
 suite or by tests/: check it before writing a test. Results go to --output as they come (a second run
 with the same --output keeps what is there and runs the rest).
 
-    .venv/bin/python scripts/sweep_module.py laya_qual/compare.py --sample 100 --seed 1 \\
+    .venv/bin/python scripts/sweep_module.py laya_qual/release/compare.py --sample 100 --seed 1 \\
         --output sweep-compare.json -- tests/test_compare.py
 """
 
@@ -26,9 +26,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from laya_qual.mutant_run import _run_tests_dir
-from laya_qual.mutants import Mutant, module_mutants, sample
-from laya_qual.mutation import build_root, installed_layout, run_suite
+from laya_qual.measure.mutant_run import _run_tests_dir
+from laya_qual.measure.mutants import Mutant, module_mutants, sample
+from laya_qual.measure.mutation import build_root, installed_layout, run_suite
 
 PROJECT = Path(__file__).resolve().parents[1]
 SUITE = "qualification/"
@@ -62,7 +62,7 @@ def run_tests(root: Path, tests: list[str], timeout: float) -> tuple[str, str | 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("module", help="catalogue path, e.g. laya/cache.py or laya_qual/compare.py")
+    parser.add_argument("module", help="catalogue path, e.g. laya/serving/cache.py or laya_qual/release/compare.py")
     parser.add_argument("tests", nargs="+", help="test files or node ids, relative to the project (after --)")
     parser.add_argument("--sample", type=int, help="run this many, drawn with --seed (default: every mutant)")
     parser.add_argument("--seed", type=int, default=1)

@@ -20,17 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"laya": ROOT / "laya", "laya_qual": ROOT / "plugins" / "laya_qual"}
 
 # The runtime's rooms (docs/architecture.md): serving, training, evolution, command line.
-TRAINING = {"laya.calibration", "laya.dataset", "laya.export", "laya.features", "laya.head_training",
-            "laya.pipeline", "laya.quantize", "laya.scoring", "laya.thresholds", "laya.train_cli"}
-SERVING = {"laya", "laya.adapters", "laya.artifact", "laya.atomic", "laya.base", "laya.batch", "laya.binding", "laya.cache",
-           "laya.cancel", "laya.config", "laya.encoder", "laya.errors", "laya.finite", "laya.gate",
-           "laya.head_network", "laya.importer", "laya.interrupts", "laya.jsonl", "laya.loading", "laya.rendering",
-           "laya.request", "laya.text", "laya.weights"}
+TRAINING = {"laya.training", "laya.training.calibration", "laya.training.dataset", "laya.training.export", "laya.training.features", "laya.training.head_training",
+            "laya.training.pipeline", "laya.training.quantize", "laya.training.scoring", "laya.training.thresholds", "laya.training.train_cli"}
+SERVING = {"laya", "laya.artifact", "laya.serving", "laya.serving.adapters", "laya.artifact.manifest", "laya.artifact.atomic", "laya.serving.base", "laya.serving.batch", "laya.artifact.binding", "laya.serving.cache",
+           "laya.serving.cancel", "laya.serving.config", "laya.serving.encoder", "laya.errors", "laya.serving.finite", "laya.serving.gate",
+           "laya.serving.head_network", "laya.training.importer", "laya.interrupts", "laya.serving.jsonl", "laya.serving.loading", "laya.serving.rendering",
+           "laya.serving.request", "laya.artifact.text", "laya.artifact.weights"}
 COMMAND_LINE = {"laya.cli"}
 # What evolution may take from the rest of the runtime: its errors and the byte-level helpers.
-EVOLUTION_MAY_USE = {"laya", "laya.errors", "laya.atomic", "laya.binding"}
+EVOLUTION_MAY_USE = {"laya", "laya.errors", "laya.artifact.atomic", "laya.artifact.binding"}
 # What the report verifier may take from the runtime: no numerics, only errors and file writing.
-VERIFIER_MAY_USE = {"laya", "laya.errors", "laya.atomic"}
+VERIFIER_MAY_USE = {"laya", "laya.errors", "laya.artifact.atomic"}
 TEST_TOOLS = {"pytest", "hypothesis", "_pytest", "xdist", "pytest_benchmark"}
 ORACLE_LIBRARIES = {"scipy", "transformers"}  # the suite's independent references, never the runtime's
 # What `pip install laya-qual` leaves out (the qualify extra): the runtime imports none of it.
@@ -59,7 +59,7 @@ def read_imports(path: Path) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
             found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from laya import loading`
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from laya.serving import loading`
     return found
 
 
@@ -143,7 +143,7 @@ def reachable_in(graph: dict[str, set[str]], start: str) -> set[str]:
 
 
 def test_runtime_modules_import_no_circle():
-    """A circle (laya.batch <-> laya.loading was one) means neither module can be read, tested or
+    """A circle (laya.serving.batch <-> laya.serving.loading was one) means neither module can be read, tested or
     changed alone; the module a circle passes through last sees the other half-initialised."""
     packages = {module_name(p) for p in PACKAGES["laya"].rglob("__init__.py")}
     assert import_cycles({m for m in GRAPH if top(m) == "laya"} - packages) == []
@@ -151,7 +151,7 @@ def test_runtime_modules_import_no_circle():
 
 def test_the_report_verifier_needs_neither_pytest_nor_the_runtime():
     """`laya-qual verify` checks a report offline; it must not run, or trust, what it qualifies."""
-    closure = reachable("laya_qual.verify")
+    closure = reachable("laya_qual.report.verify")
     external = {top(i) for m in closure for i in GRAPH[m] if i not in GRAPH}
     assert external & {*TEST_TOOLS, "torch", "numpy", "safetensors", "tokenizers"} == set()
     assert sorted(m for m in closure if top(m) == "laya" and m not in VERIFIER_MAY_USE) == []

@@ -11,8 +11,8 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 import laya
-from laya.artifact import read_artifact_files
-from laya.binding import canonical_json
+from laya.artifact.manifest import read_artifact_files
+from laya.artifact.binding import canonical_json
 from laya.errors import ArtifactError, DigestMismatch, LayaError, RequestError
 from laya_qual.synth import replace_pinned_file, write_artifact
 
@@ -116,7 +116,7 @@ def test_special_id_outside_vocabulary(artifact):
 def test_base_only_artifact_is_not_a_model(tmp_path, artifact):
     base_only = tmp_path / "base"
     files = read_artifact_files(artifact)
-    from laya.artifact import BASE_ROLES, write_artifact_files
+    from laya.artifact.manifest import BASE_ROLES, write_artifact_files
 
     write_artifact_files(base_only, {r: (files[r].path, files[r].data) for r in BASE_ROLES})
     assert "head_config" in str(refused(base_only))

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from laya_qual.assembler import EVIDENCE_FORMAT
+from laya_qual.plugin.assembler import EVIDENCE_FORMAT
 from laya_qual.claims import CLAIMS
 from laya_qual.cli import main
-from laya_qual.report import LAYA_TYPE, PAYLOAD_TYPE, PREDICATE_DESCRIPTOR, STATEMENT_TYPE, TEST_RESULT_TYPE, canonical
-from laya_qual.signing import KEY_ENV, PUBLIC_KEY_ENV, keygen, load_public_key, load_signer, write_bundle
-from laya_qual.verify import read_statements
+from laya_qual.report.model import LAYA_TYPE, PAYLOAD_TYPE, PREDICATE_DESCRIPTOR, STATEMENT_TYPE, TEST_RESULT_TYPE, canonical
+from laya_qual.report.signing import KEY_ENV, PUBLIC_KEY_ENV, keygen, load_public_key, load_signer, write_bundle
+from laya_qual.report.verify import read_statements
 
 PROJECT = """
 import pytest
@@ -184,7 +184,7 @@ def test_merge_refuses_shards_that_leave_a_selected_test_out(evidence, tmp_path)
 
 def test_merge_with_no_evidence_at_all_is_refused():
     """merge() given no file (the command needs one; the function says so itself)."""
-    from laya_qual.merge import MergeError, merge
+    from laya_qual.release.merge import MergeError, merge
 
     with pytest.raises(MergeError, match=r"^no shard evidence given$"):
         merge([])
@@ -353,7 +353,7 @@ def test_show_html_shows_why_a_head_has_no_tasks(bundle, tmp_path):
 
 def test_show_markdown_warns_of_a_development_key(bundle, tmp_path):
     """A report signed with a development key says so in bold right under the signature line."""
-    from laya_qual.summary import DEV_KEY_NOTE
+    from laya_qual.report.summary import DEV_KEY_NOTE
 
     def dev(tr, laya):
         laya["predicate"]["signing"]["developmentKey"] = True

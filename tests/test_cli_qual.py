@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from laya_qual.claims import CLAIMS
 from laya_qual.cli import main
-from laya_qual.summary import DEV_KEY_NOTE, claims_markdown
-from laya_qual.verify import read_statements
+from laya_qual.report.summary import DEV_KEY_NOTE, claims_markdown
+from laya_qual.report.verify import read_statements
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = """
@@ -100,7 +100,7 @@ def test_a_private_key_no_signer_takes_is_refused_naming_it(tmp_path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import x25519
 
-    from laya_qual.signing import SigningError, load_signer
+    from laya_qual.report.signing import SigningError, load_signer
 
     path = tmp_path / "x25519.pem"
     path.write_bytes(x25519.X25519PrivateKey.generate().private_bytes(
@@ -112,7 +112,7 @@ def test_a_private_key_no_signer_takes_is_refused_naming_it(tmp_path):
 def test_keygen_encrypts_only_with_the_password_from_the_environment(tmp_path, monkeypatch):
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-    from laya_qual.signing import PASSWORD_ENV
+    from laya_qual.report.signing import PASSWORD_ENV
 
     monkeypatch.delenv(PASSWORD_ENV, raising=False)
     refused = cli("keygen", tmp_path / "k", "--encrypt")
@@ -275,14 +275,14 @@ def test_the_catalogue_keeps_the_order_of_the_released_claims():
 @pytest.mark.parametrize("seconds, shown", [(2.5, "2.5 s"), (1.0, "1 s"), (0.0125, "12.5 ms"), (3e-6, "3 µs"),
                                             (5e-10, "0.5 ns"), (0.0, "0 ns")])
 def test_durations_are_shown_in_the_largest_unit_they_reach(seconds, shown):
-    from laya_qual.summary import duration
+    from laya_qual.report.summary import duration
 
     assert duration(seconds) == shown
 
 
 def test_claims_are_listed_unknown_verdicts_first_then_failures_then_the_rest():
     """A verdict this harness does not know (a newer report's) is the most alarming row."""
-    from laya_qual.summary import failures_first
+    from laya_qual.report.summary import failures_first
 
     claims = [{"id": i, "verdict": v} for i, v in
               enumerate(["passed", "not evaluated", "failed", "someday", "passed", "failed"])]

@@ -19,11 +19,11 @@ from click.testing import CliRunner
 
 from laya_qual.claims import CLAIMS
 from laya_qual.cli import main
-from laya_qual.report import build_claims, build_details, build_statements, canonical, report_records
-from laya_qual.signing import keygen, load_signer, write_bundle
+from laya_qual.report.model import build_claims, build_details, build_statements, canonical, report_records
+from laya_qual.report.signing import keygen, load_signer, write_bundle
 from laya_qual.subjects import SubjectError, artifact_subject, heads
 from laya_qual.synth import write_artifact
-from laya_qual.verify import read_statements
+from laya_qual.report.verify import read_statements
 
 BATCH = "laya_qual/suite/test_bench_serving.py::test_batched_vs_one_by_one_vs_transformers"
 CLAIM_IDS = ("report.verdicts", "report.signature", "report.interop", "bench.serve.batch")
@@ -61,7 +61,7 @@ def spec(**changes) -> dict:
 
 def build(directory: Path, s: dict, signer) -> Path:
     """A real signed bundle of ``s``: a head directory on disk (its subject digest and heads
-    entry read by laya_qual.subjects), claims and details from laya_qual.report."""
+    entry read by laya_qual.subjects), claims and details from laya_qual.report.model."""
     head = directory / "head-a"
     head.mkdir(parents=True)
     (head / "head.json").write_text(json.dumps({"kind": "float32", "sequence_budget": 96, "option_budget": 4,
@@ -270,7 +270,7 @@ def test_seeds_and_settings_are_changed_not_measured(pair, key):
 def test_a_suite_figure_of_no_mutants_has_no_rate():
     """A rate row needs numbers on both sides of the division: a figure of total 0, or one
     whose killed count is missing, gets its numbers compared but no rate (and no error)."""
-    from laya_qual.compare import Key, facts
+    from laya_qual.release.compare import Key, facts
 
     def suite_facts(figure: dict) -> dict:
         environment = {"cpu": {"model": "AMD EPYC 9654", "logical_cores": 2}}
@@ -609,7 +609,7 @@ DOCUMENTED_DIRECTIONS = {
 
 @pytest.mark.parametrize("section", sorted(DOCUMENTED_DIRECTIONS))
 def test_every_figure_is_better_the_documented_way(section):
-    from laya_qual.compare import TASK_FIGURES, Key, direction
+    from laya_qual.release.compare import TASK_FIGURES, Key, direction
 
     if section == "heads":
         assert sorted(DOCUMENTED_DIRECTIONS["heads"]) == sorted(TASK_FIGURES)  # every task figure has its entry

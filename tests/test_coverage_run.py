@@ -1,5 +1,5 @@
-"""laya-qual coverage (laya_qual.coverage_run) and the suite.coverage figure it signs
-into a report (laya_qual.suite_figures.coverage): the parts that can be checked without
+"""laya-qual coverage (laya_qual.measure.coverage_run) and the suite.coverage figure it signs
+into a report (laya_qual.measure.suite_figures.coverage): the parts that can be checked without
 a whole-suite run."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 import coverage as coverage_py
 import pytest
 
-from laya_qual import coverage_run
-from laya_qual.coverage_run import (CONTEXT_MODULE, CONTEXT_PLUGIN, combine, contexts, exclusions, figures,
+from laya_qual.measure import coverage_run
+from laya_qual.measure.coverage_run import (CONTEXT_MODULE, CONTEXT_PLUGIN, combine, contexts, exclusions, figures,
                                     pytest_args, rcfile, relocate)
-from laya_qual.mutation import MutationError, build_root, code_digests
-from laya_qual.suite_figures import coverage
+from laya_qual.measure.mutation import MutationError, build_root, code_digests
+from laya_qual.measure.suite_figures import coverage
 
 PRAGMA = "# pragma" ": no cover"  # spelled apart: this file is no measured package, but stay safe
 BRANCH = "# pragma" ": no branch"
@@ -58,7 +58,7 @@ def test_a_pragma_needs_a_written_reason():
 
 
 def test_the_measured_packages_carry_no_unexplained_pragma():
-    from laya_qual.mutation import LAYOUT, installed_layout
+    from laya_qual.measure.mutation import LAYOUT, installed_layout
 
     layout = installed_layout()
     files = [(f"{LAYOUT[name]}/{p.relative_to(layout[name]).as_posix()}", p.read_text(encoding="utf-8"))
@@ -77,7 +77,7 @@ def test_the_measured_sources_are_read_as_utf8_whatever_the_locale(tmp_path):
         (tmp_path / rel).write_bytes(text.encode("utf-8"))
     script = ("import codecs, json, locale, sys\n"
               "assert codecs.lookup(locale.getpreferredencoding(False)).name == 'ascii'\n"
-              "from pathlib import Path\nfrom laya_qual.coverage_run import package_files\n"
+              "from pathlib import Path\nfrom laya_qual.measure.coverage_run import package_files\n"
               "print(json.dumps(package_files(Path(sys.argv[1]))))")
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, timeout=60,
                           env=top_level_env(LC_ALL="POSIX", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0"))
@@ -181,7 +181,7 @@ def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
 OUTER_CHILD = """
 import shutil, sys
 from pathlib import Path
-from laya_qual.coverage_run import combine, figures
+from laya_qual.measure.coverage_run import combine, figures
 root, data_file, rc, pieces = map(Path, sys.argv[1:])
 figures(rc, data_file, root)
 shutil.copy(data_file, pieces / ".coverage.piece")
@@ -214,7 +214,7 @@ def test_combining_and_reporting_leave_a_measurement_this_process_is_under_whole
 
     data = CoverageData(basename=str(outer / ".coverage"))
     data.read()
-    [measured] = [f for f in data.measured_files() if f.endswith("laya_qual/coverage_run.py")]
+    [measured] = [f for f in data.measured_files() if f.endswith("laya_qual/measure/coverage_run.py")]
     source, first = inspect.getsourcelines(figures)
     assert first + len(source) - 1 in data.lines(measured)  # figures' return: only the child ran it
 
@@ -289,7 +289,7 @@ def test_what_a_shared_fixture_runs_belongs_to_every_test_that_uses_it(tmp_path)
     """A session fixture's setup, and the process it keeps for the session, run once, under
     whichever test came first; a mutant there changes what every user of the fixture gets,
     so every user is one of its covering tests (and no other test is)."""
-    from laya_qual.mutant_run import covering_tests
+    from laya_qual.measure.mutant_run import covering_tests
 
     root, data_file, _ = measured_layout(tmp_path, SHARED_MODULE, SHARED_TESTS)
     lines = covering_tests(data_file, root)["laya/m.py"]
@@ -331,7 +331,7 @@ def test_each_test_run_is_recorded_by_the_node_id_pytest_takes_back(tmp_path):
     """A mutation stage names the tests it runs by node id; those of a class (a junit
     report's dotted ``classname`` cannot tell a class from a module) must come back as
     pytest takes them, with their seconds and whether they failed."""
-    from laya_qual.coverage_run import recorded_runs
+    from laya_qual.measure.coverage_run import recorded_runs
 
     root, data_file, _ = measured_layout(tmp_path, MODULE, RUNS_TESTS, returncode=1)
     runs = recorded_runs(data_file.parent)
@@ -454,8 +454,8 @@ def test_a_partial_run_end_to_end(tmp_path):
     assert result["dataDigest"] == coverage_run.sha256(tmp_path / "c.coverage")
     laya = result["packages"]["laya"]
     assert 0 < laya["branches"]["covered"] < laya["branches"]["total"]
-    assert result["files"]["laya/request.py"]["statements"][0] > 0
-    assert {e["file"] for e in result["exclusions"]} >= {"laya/artifact.py", "laya/evolution/group.py"}
+    assert result["files"]["laya/serving/request.py"]["statements"][0] > 0
+    assert {e["file"] for e in result["exclusions"]} >= {"laya/artifact/manifest.py", "laya/evolution/group.py"}
     assert "laya: statements" in proc.stdout and f"results: {out}" in proc.stdout
     missed = sorted((total - covered, name) for name, figures in result["files"].items() if name.startswith("laya/")
                     for covered, total in [figures["branches"]] if total > covered)
@@ -508,7 +508,7 @@ def _run_suite_leaving(pieces: dict[str | None, tuple[str, int]], seconds: float
     (suffix None: the un-suffixed file pytest-cov combines into at the end of its session)."""
     from coverage import CoverageData
 
-    from laya_qual.mutation import RunResult
+    from laya_qual.measure.mutation import RunResult
 
     def run_suite(root: Path, **kwargs) -> RunResult:
         [rc] = [Path(a.partition("=")[2]) for a in kwargs["extra"] if a.startswith("--cov-config=")]
@@ -556,7 +556,7 @@ def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monke
 
 def test_a_suite_red_under_coverage_gives_the_end_of_its_output(tmp_path, monkeypatch):
     """No figure, and the error ends with the last 2000 characters of the run's output (measure's docstring)."""
-    from laya_qual.mutation import RunResult
+    from laya_qual.measure.mutation import RunResult
 
     output = "\n" + "".join(f"{i % 10}" for i in range(5000)) + "\n"
     red = RunResult("failed", "t.py::test_x", 1.0, 1, output)
@@ -578,7 +578,7 @@ def _red_under_coverage_then(again: str, calls: list[dict]):
     """A stand-in for the suite: under coverage it leaves a data file and records
     ``t.py::test_signal`` failed (as the context plugin does) and ``t.py::test_other`` passed,
     and fails; run again on named tests it gives ``again``."""
-    from laya_qual.mutation import RunResult
+    from laya_qual.measure.mutation import RunResult
 
     leave = _run_suite_leaving({None: ("t.py::test_signal|run", 1)})
 

@@ -39,16 +39,16 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import laya
-from laya.dataset import Example
+from laya.training.dataset import Example
 from laya.evolution.layouts import Layout, build_tail
 from laya.evolution.learner import check_token_weights
 from laya.evolution.parent import build_blocks, build_embed, build_decoder_head, read_parent
 from laya.evolution.prefix import run_blocks
 from laya.evolution.tail_training import make_optimizer, snapshot, train_step
 from laya.evolution.workspace import Experiment, prepare, read_tensors
-from laya.features import build_store
-from laya.head_training import TrainConfig, initial_head, train_head, warm_start
-from laya.weights import FrozenWeights
+from laya.training.features import build_store
+from laya.training.head_training import TrainConfig, initial_head, train_head, warm_start
+from laya.artifact.weights import FrozenWeights
 from laya_qual.synth import write_artifact
 from laya_qual.synth.tokenizer import vocabulary_words
 

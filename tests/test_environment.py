@@ -1,11 +1,11 @@
-"""The machine facts a report records (laya_qual.environment) that the suite cannot vary:
+"""The machine facts a report records (laya_qual.report.environment) that the suite cannot vary:
 the CPU model as /proc/cpuinfo names it."""
 
 from __future__ import annotations
 
 import platform
 
-from laya_qual.environment import cpu_model
+from laya_qual.report.environment import cpu_model
 
 
 def test_the_cpu_model_is_everything_after_the_first_colon(tmp_path):

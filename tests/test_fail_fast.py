@@ -1,6 +1,6 @@
 """Mistakes a release engineer makes in the first hour, each refused before the first test
 runs: a real subprocess (`python -m pytest -p laya_qual`, `laya-qual`), its exit code, its
-one-line message naming the option and the fix, and that no test ran (laya_qual.preflight)."""
+one-line message naming the option and the fix, and that no test ran (laya_qual.plugin.preflight)."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def test_device_cuda_without_cuda_is_refused(project):
 
 def test_qualify_with_paths_collects_the_suite_next_to_them(project):
     """--laya-qualify with paths on the command line adds the installed suite after them."""
-    from laya_qual.plugin import suite_dir
+    from laya_qual.plugin.hooks import suite_dir
 
     config = project.parseconfigure("-p", "laya_qual", "--laya-qualify", "test_claimed.py")
     assert config.args == ["test_claimed.py", str(suite_dir())]
@@ -142,7 +142,7 @@ def test_evidence_in_that_cannot_be_read_is_refused(project):
 
 def test_evidence_in_of_another_format_is_refused(project):
     """--laya-evidence-in of a JSON file that is not evidence is refused naming the format it needs."""
-    from laya_qual.assembler import EVIDENCE_FORMAT
+    from laya_qual.plugin.assembler import EVIDENCE_FORMAT
 
     other = project.path / "other.json"
     other.write_text('{"format": "something else"}')
@@ -162,7 +162,7 @@ def test_a_coverage_file_is_read_for_the_report(project):
 
 def test_a_second_kill_rate_file_of_one_kind_is_refused(project):
     """One suite.killRate per report: a second catalogue results file is refused naming it."""
-    from laya_qual.mutation import FORMAT, catalogue_digest, code_digests
+    from laya_qual.measure.mutation import FORMAT, catalogue_digest, code_digests
 
     results = project.path / "mutation.json"
     results.write_text(json.dumps({
@@ -207,7 +207,7 @@ def test_progress_goes_to_stderr_without_a_capture_manager(project):
 
 def test_a_test_with_two_outcomes_is_refused():
     """The test-result lists need one outcome per test: a test with two is named with both."""
-    from laya_qual.report import AgreementError, tests_by_outcome
+    from laya_qual.report.model import AgreementError, tests_by_outcome
 
     claims = [{"evidence": [{"test": "t", "outcome": "passed"}]}, {"evidence": [{"test": "t", "outcome": "failed"}]}]
     with pytest.raises(AgreementError, match=r"^test t has outcomes 'passed' and 'failed'$"):
@@ -216,7 +216,7 @@ def test_a_test_with_two_outcomes_is_refused():
 
 def test_an_unknown_outcome_is_refused():
     """An outcome outside the documented ones is refused naming the test and the outcome."""
-    from laya_qual.report import AgreementError, tests_by_outcome
+    from laya_qual.report.model import AgreementError, tests_by_outcome
 
     with pytest.raises(AgreementError, match=r"^test t has unknown outcome 'someday'$"):
         tests_by_outcome([{"evidence": [{"test": "t", "outcome": "someday"}]}])
@@ -226,7 +226,7 @@ def _bound(predicate: dict) -> tuple[dict, dict, bytes]:
     """(test-result, laya-qual statement, payload) whose only fault is in ``predicate``."""
     import hashlib
 
-    from laya_qual.report import PREDICATE_DESCRIPTOR
+    from laya_qual.report.model import PREDICATE_DESCRIPTOR
 
     payload = json.dumps({"predicate": predicate}).encode()
     test_result = {"subject": [], "predicate": {"configuration": [
@@ -240,7 +240,7 @@ def _bound(predicate: dict) -> tuple[dict, dict, bytes]:
 ])
 def test_agreement_needs_claims_with_evidence_lists(predicate, message):
     """verify's agreement rules: a predicate without claims, or a claim whose evidence is no list, is refused."""
-    from laya_qual.report import AgreementError, check_agreement
+    from laya_qual.report.model import AgreementError, check_agreement
 
     with pytest.raises(AgreementError) as refused:
         check_agreement(*_bound(predicate))
@@ -249,7 +249,7 @@ def test_agreement_needs_claims_with_evidence_lists(predicate, message):
 
 def test_an_envelope_whose_payload_type_is_not_a_string_is_refused(tmp_path):
     """open_envelope checks the envelope's shape before any signature."""
-    from laya_qual.signing import SigningError, keygen, load_public_key, open_envelope
+    from laya_qual.report.signing import SigningError, keygen, load_public_key, open_envelope
 
     keygen(tmp_path / "k")
     with pytest.raises(SigningError, match=r"^payloadType is not a string$"):
@@ -259,7 +259,7 @@ def test_an_envelope_whose_payload_type_is_not_a_string_is_refused(tmp_path):
 @pytest.mark.parametrize("duration", ["-1.0", "NaN"])
 def test_a_negative_or_nan_duration_is_refused(tmp_path, duration):
     """The durations store's seconds are numbers >= 0; anything else refuses the file, named."""
-    from laya_qual.shards import DURATIONS_FORMAT, ShardError, read_durations
+    from laya_qual.plugin.shards import DURATIONS_FORMAT, ShardError, read_durations
 
     path = tmp_path / "durations.json"
     path.write_text(f'{{"format": "{DURATIONS_FORMAT}", "tests": {{"a": 1.0, "b": {duration}}}}}')
@@ -278,7 +278,7 @@ def test_a_claim_id_catalogued_twice_is_refused():
 
 def test_a_kill_rate_file_of_another_format_is_refused(tmp_path):
     """A results file whose format is neither mutate's nor the sample's is not a kill rate."""
-    from laya_qual.suite_figures import kill_rate
+    from laya_qual.measure.suite_figures import kill_rate
 
     path = tmp_path / "results.json"
     path.write_text('{"summary": {}, "code": {}, "format": "laya-qual-something-v1"}')
@@ -289,7 +289,7 @@ def test_a_kill_rate_file_of_another_format_is_refused(tmp_path):
 
 def test_a_traceability_map_of_another_format_is_refused(tmp_path):
     """load_map reads only its own format, named with the format found."""
-    from laya_qual.traceability import FORMAT, load_map
+    from laya_qual.measure.traceability import FORMAT, load_map
 
     path = tmp_path / "map.json"
     path.write_text('{"format": "v0", "ids": {}}')
@@ -300,7 +300,7 @@ def test_a_traceability_map_of_another_format_is_refused(tmp_path):
 
 def test_a_traceability_entry_without_text_is_a_problem(tmp_path):
     """Every map entry needs a text: a blank one is reported by its id."""
-    from laya_qual.traceability import check
+    from laya_qual.measure.traceability import check
 
     (tmp_path / "doc.md").write_text('A rule <a id="R-one"></a>.\n')
     trace = {"ids": {"R-one": {"doc": "doc.md", "kind": "rule", "text": "  ",
@@ -329,7 +329,7 @@ def repo(tmp_path) -> tuple[Path, str]:
 
 def test_a_clean_tracked_directory_has_a_commit(repo):
     """clean_git_commit and git_commit give HEAD for a tracked directory of a clean checkout."""
-    from laya_qual.environment import git_commit
+    from laya_qual.report.environment import git_commit
     from laya_qual.subjects import clean_git_commit
 
     root, head = repo
@@ -339,7 +339,7 @@ def test_a_clean_tracked_directory_has_a_commit(repo):
 
 def test_an_untracked_or_changed_directory_has_no_clean_commit(repo):
     """Untracked sources, or local changes under the directory, give no commit; git_commit says dirty."""
-    from laya_qual.environment import git_commit
+    from laya_qual.report.environment import git_commit
     from laya_qual.subjects import clean_git_commit
 
     root, head = repo
@@ -405,7 +405,7 @@ def test_a_head_json_that_is_not_a_head_gives_an_entry_with_the_reason(tmp_path)
 
 def test_an_uninstalled_distribution_has_no_version():
     """The environment records None for a package that is not installed."""
-    from laya_qual.environment import _version
+    from laya_qual.report.environment import _version
 
     assert _version("laya-qual-no-such-distribution") is None
 
@@ -414,7 +414,7 @@ def test_an_uninstalled_distribution_has_no_version():
 
 def test_a_test_id_without_a_suite_directory_is_its_node_id(tmp_path):
     """With no suite directory (or no file), a node id is kept as it is."""
-    from laya_qual.provenance import test_id
+    from laya_qual.report.provenance import test_id
 
     assert test_id("test_x.py::test_a", "test_x.py", tmp_path, None) == "test_x.py::test_a"
     assert test_id("test_x.py::test_a", "", tmp_path, tmp_path) == "test_x.py::test_a"
@@ -422,7 +422,7 @@ def test_a_test_id_without_a_suite_directory_is_its_node_id(tmp_path):
 
 def test_package_files_are_the_measured_packages_sources(tmp_path):
     """package_files: every *.py of laya and laya_qual under the root, sorted, byte-code caches left out."""
-    from laya_qual.coverage_run import package_files, package_of
+    from laya_qual.measure.coverage_run import package_files, package_of
 
     for rel, text in {"laya/a.py": "a", "laya/__pycache__/c.py": "cached", "laya_qual/b.py": "b",
                       "other/d.py": "d", "laya/e.txt": "e"}.items():
@@ -438,7 +438,7 @@ def test_package_files_are_the_measured_packages_sources(tmp_path):
 
 def test_combining_a_run_that_left_no_data_is_refused(tmp_path):
     """A coverage run that left no data file is refused naming the directory."""
-    from laya_qual.coverage_run import CoverageError, combine
+    from laya_qual.measure.coverage_run import CoverageError, combine
 
     with pytest.raises(CoverageError) as refused:
         combine(tmp_path / "coveragerc", tmp_path, tmp_path / ".coverage")
@@ -448,7 +448,7 @@ def test_combining_a_run_that_left_no_data_is_refused(tmp_path):
 def test_a_data_file_coverage_py_cannot_combine_is_refused_with_its_words(tmp_path):
     """coverage.py's own command combines; when it fails, its exit status and its message
     are in the refusal, not a traceback."""
-    from laya_qual.coverage_run import CoverageError, combine
+    from laya_qual.measure.coverage_run import CoverageError, combine
 
     (tmp_path / ".coverage.broken").write_text("not a coverage data file")
     (tmp_path / "coveragerc").write_text("[run]\nbranch = True\n")
@@ -463,7 +463,7 @@ def test_coverage_run_times_are_utc_seconds():
     """The results' timestamps are UTC to the second, ISO 8601 with a Z."""
     import re
 
-    from laya_qual.coverage_run import _now
+    from laya_qual.measure.coverage_run import _now
 
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", _now())
 
@@ -472,7 +472,7 @@ def test_covering_tests_leave_out_files_outside_the_copy(tmp_path):
     """Lines measured in files outside the measured copy (the interpreter's, a plugin's) belong to no mutant."""
     from coverage import CoverageData
 
-    from laya_qual.mutant_run import covering_tests
+    from laya_qual.measure.mutant_run import covering_tests
 
     root = tmp_path / "root"
     (root / "laya").mkdir(parents=True)
@@ -488,7 +488,7 @@ def test_covering_tests_leave_out_files_outside_the_copy(tmp_path):
 
 
 def _defect(**changes):
-    from laya_qual.defects import Defect
+    from laya_qual.measure.defects import Defect
 
     fields = {"id": "x.one", "area": "x", "claims": ("x.a",), "file": "laya/errors.py",
               "find": "class LayaError", "replace": "class LayaErr", "why": "a test defect"}
@@ -502,7 +502,7 @@ def _defect(**changes):
 ])
 def test_a_malformed_catalogue_is_refused_naming_the_defect(defects, message):
     """check_catalogue: ids unique, every defect changes its file and names claims."""
-    from laya_qual.mutation import MutationError, check_catalogue, installed_layout
+    from laya_qual.measure.mutation import MutationError, check_catalogue, installed_layout
 
     with pytest.raises(MutationError) as refused:
         check_catalogue(defects, installed_layout())
@@ -511,7 +511,7 @@ def test_a_malformed_catalogue_is_refused_naming_the_defect(defects, message):
 
 def test_a_defect_in_a_missing_file_is_refused():
     """A defect naming a file that is not in the installed tree is refused with the path looked at."""
-    from laya_qual.mutation import MutationError, check_catalogue, installed_layout
+    from laya_qual.measure.mutation import MutationError, check_catalogue, installed_layout
 
     layout = installed_layout()
     with pytest.raises(MutationError) as refused:
@@ -522,7 +522,7 @@ def test_a_defect_in_a_missing_file_is_refused():
 
 def test_a_defect_outside_the_layout_is_refused():
     """A catalogue path outside every package prefix is refused, listing the prefixes."""
-    from laya_qual.mutation import LAYOUT, MutationError, _source, installed_layout
+    from laya_qual.measure.mutation import LAYOUT, MutationError, _source, installed_layout
 
     with pytest.raises(MutationError) as refused:
         _source(installed_layout(), "elsewhere/x.py")
@@ -531,14 +531,14 @@ def test_a_defect_outside_the_layout_is_refused():
 
 def test_a_defect_selects_its_claims_then_its_area():
     """A defect's run selects its claims and its area, each once, in that order."""
-    from laya_qual.mutation import _selection
+    from laya_qual.measure.mutation import _selection
 
     assert _selection(_defect(claims=("x.a", "x.b", "x.a"), area="x")) == ["x.a", "x.b", "x"]
 
 
 def test_a_no_mutate_line_and_an_unchanged_tree_give_no_mutant():
     """The population leaves out lines marked `pragma: no mutate` and replacements that change nothing."""
-    from laya_qual.mutants import module_mutants
+    from laya_qual.measure.mutants import module_mutants
 
     marked = [(m.line, m.operator) for m in module_mutants("x = 1  # pragma: no mutate\ny = 2\n", "m.py")]
     assert marked == [(2, "statement-dropped"), (2, "constant"), (2, "constant")]
@@ -549,7 +549,7 @@ def test_a_no_mutate_line_and_an_unchanged_tree_give_no_mutant():
 
 def test_load_heads_refuses_an_unknown_way():
     """load_heads loads heads shared or standalone, nothing else."""
-    from laya_qual.serving_bench import load_heads
+    from laya_qual.bench.serving_bench import load_heads
 
     with pytest.raises(ValueError, match=r"^load_heads: 'both' is neither 'shared' nor 'standalone'$"):
         load_heads("both", {})
@@ -559,7 +559,7 @@ def test_onnx_runtime_is_a_cpu_only_peer():
     """With every peer installed, a non-CPU device leaves out only the ONNX Runtime arm, saying why."""
     import importlib.util
 
-    from laya_qual.serving_bench import ONNX_PACKAGES, missing_peers
+    from laya_qual.bench.serving_bench import ONNX_PACKAGES, missing_peers
 
     if not all(importlib.util.find_spec(n) for n in ("transformers", *ONNX_PACKAGES)):
         pytest.skip("a peer package is not installed here")
@@ -570,7 +570,7 @@ def test_onnx_runtime_is_a_cpu_only_peer():
 def test_a_served_error_is_raised():
     """_served passes a prediction through and raises a LayaError the server answered with."""
     from laya.errors import LayaError
-    from laya_qual.serving_bench import _served
+    from laya_qual.bench.serving_bench import _served
 
     error = LayaError("refused")
     with pytest.raises(LayaError) as raised:
@@ -581,7 +581,7 @@ def test_a_served_error_is_raised():
 def test_keygen_refuses_a_key_file_that_appears_after_its_check(tmp_path, monkeypatch):
     """A key created by someone else between keygen's check and its write (the window
     held open here) is refused by name, never overwritten, and no .pub is left behind."""
-    from laya_qual import signing
+    from laya_qual.report import signing
 
     (tmp_path / "key").write_text("someone else's key")
     monkeypatch.setattr(signing.os.path, "lexists", lambda path: False)  # the check ran before it appeared
@@ -595,7 +595,7 @@ def test_fresh_evolution_workspaces_live_under_the_session_directory(tmp_path):
     """Every workspace the suite's evolution fixtures prepare lies under their directory
     (pytest's temporary one), so nothing is left in the system's temporary folder."""
     from laya.evolution.workspace import Experiment
-    from laya_qual.evolution_fixtures import EvolutionWorkspaces
+    from laya_qual.plugin.evolution_fixtures import EvolutionWorkspaces
 
     first, second = (EvolutionWorkspaces(tmp_path, group=None).fresh(Experiment()) for _ in range(2))
     assert tmp_path in first.parent_file.parents and tmp_path in second.parent_file.parents

@@ -1,4 +1,4 @@
-"""Interrupted writes: nothing half-written under an output's name (laya.atomic, laya.interrupts).
+"""Interrupted writes: nothing half-written under an output's name (laya.artifact.atomic, laya.interrupts).
 
 Each test runs the real command in its own process and sends it a real signal at a
 deterministic point. ``LAYA_TEST_HOLD_PUBLISH=FINAL:MARKER`` makes the process stop
@@ -30,11 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from laya.atomic import HOLD_ENV, write_file
+from laya.artifact.atomic import HOLD_ENV, write_file
 from laya.errors import OutputExists
 from laya.interrupts import Interrupted, SignalExit
-from laya_qual.signing import SigningError, keygen, load_public_key, open_envelope
-from laya_qual.verify import verify_bundle
+from laya_qual.report.signing import SigningError, keygen, load_public_key, open_envelope
+from laya_qual.report.verify import verify_bundle
 
 DEADLINE_S = 120.0  # turns a hang into a failure; not a speed claim
 OLD_BUNDLE = b'{"an earlier bundle": true}\n'
@@ -113,7 +113,7 @@ def launched(tmp_path_factory):
                                 "test_tiny.py", "--laya-report", str(bundles["SIGINT"]), "--laya-signing-key", str(key)],
         bundles["SIGINT"])
     procs["report-SIGKILL"] = Launched(
-        root, "report-SIGKILL", [*PYTHON, "import sys; from laya_qual.signing import load_signer, write_bundle; "
+        root, "report-SIGKILL", [*PYTHON, "import sys; from laya_qual.report.signing import load_signer, write_bundle; "
                                  "write_bundle(sys.argv[1], (b'{}',), load_signer(sys.argv[2]))",
                                  str(bundles["SIGKILL"]), str(key)], bundles["SIGKILL"])
     from laya_qual.synth import write_artifact
@@ -149,7 +149,7 @@ def test_artifact_writer_leaves_no_temporary(launched):
 
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
 def test_train_export_interrupted_before_publishing(launched, sig):
-    from laya.artifact import read_artifact_files
+    from laya.artifact.manifest import read_artifact_files
 
     root, procs, _, _, _ = launched
     run = procs[f"train-{sig}"]

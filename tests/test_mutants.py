@@ -16,8 +16,8 @@ from collections import Counter
 
 import pytest
 
-from laya_qual.mutants import EXCLUDED, OPERATORS, module_files, module_mutants, population, sample
-from laya_qual.mutation import installed_layout
+from laya_qual.measure.mutants import EXCLUDED, OPERATORS, module_files, module_mutants, population, sample
+from laya_qual.measure.mutation import installed_layout
 
 SOURCE = '''"""Docstring: never mutated."""
 from typing import TYPE_CHECKING
@@ -98,7 +98,7 @@ def whole_population():
 def test_the_population_covers_every_module_but_the_excluded(whole_population):
     layout = installed_layout()
     files = {rel for rel, _ in module_files(layout)}
-    assert {"laya/cache.py", "laya/evolution/group.py", "laya_qual/assembler.py"} <= files
+    assert {"laya/serving/cache.py", "laya/evolution/group.py", "laya_qual/plugin/assembler.py"} <= files
     assert not files & set(EXCLUDED)
     assert not any(f.startswith(("laya_qual/suite/", "laya_qual/synth/")) for f in files)
     assert {m.file for m in whole_population} <= files
@@ -124,14 +124,14 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     one its covering tests kill, filed as equivalent by mistake; one on a line no process
     executes, counted without a run, which its written reason sets apart; one in a module
     body, which goes to the whole (here: scoped) suite, every baseline test by node id."""
-    from laya_qual.mutant_run import SampleRun
+    from laya_qual.measure.mutant_run import SampleRun
 
     layout = installed_layout()
-    request = module_mutants((layout["laya"] / "request.py").read_text(), "laya/request.py")
+    request = module_mutants((layout["laya"] / "serving" / "request.py").read_text(), "laya/serving/request.py")
     [killable] = [m for m in request if m.original == "len(options) < 2" and m.operator == "compare"]
     packets = module_mutants((layout["laya"] / "evolution" / "packets.py").read_text(), "laya/evolution/packets.py")
     spared = [m for m in packets if m.operator == "statement-dropped"][-1]  # inside a function
-    rendering = module_mutants((layout["laya"] / "rendering.py").read_text(), "laya/rendering.py")
+    rendering = module_mutants((layout["laya"] / "serving" / "rendering.py").read_text(), "laya/serving/rendering.py")
     [roles] = [m for m in rendering if m.function == "<module>" and m.operator == "statement-dropped"
                and m.original.startswith("ROLE_FRAME")]
     reasons = {killable.key: "wrongly filed", spared.key: "request validation never writes an evolution packet"}
@@ -253,7 +253,7 @@ def test_a_sample_without_a_seed_draws_with_a_fresh_random_one(monkeypatch, whol
     share one with odds of 1 in 2**31), the one the mutants are drawn with and recorded."""
     from click.testing import CliRunner
 
-    from laya_qual import mutant_run
+    from laya_qual.measure import mutant_run
     from laya_qual.cli import main
 
     runs = []
@@ -273,7 +273,7 @@ def test_a_sample_hands_each_option_to_the_run_as_given(monkeypatch, tmp_path, w
     reasons file as its equivalents, the directory as its tests, and every other option as given."""
     from click.testing import CliRunner
 
-    from laya_qual import mutant_run
+    from laya_qual.measure import mutant_run
     from laya_qual.cli import main
 
     runs = []
@@ -307,8 +307,8 @@ def test_a_sample_hands_each_option_to_the_run_as_given(monkeypatch, tmp_path, w
 def test_an_unusable_equivalence_or_results_file_is_refused_by_name(tmp_path, reader, text, message):
     """Equivalence reasons without a written reason, and results to resume that are not a
     sampled run's, are refused naming the file and what is wrong."""
-    from laya_qual import mutant_run
-    from laya_qual.mutation import MutationError
+    from laya_qual.measure import mutant_run
+    from laya_qual.measure.mutation import MutationError
 
     path = tmp_path / "input.json"
     path.write_text(text)
@@ -319,7 +319,7 @@ def test_an_unusable_equivalence_or_results_file_is_refused_by_name(tmp_path, re
 def test_the_committed_equivalence_reasons_are_readable_and_name_live_mutants(whole_population):
     from pathlib import Path
 
-    from laya_qual.mutant_run import read_equivalents
+    from laya_qual.measure.mutant_run import read_equivalents
 
     reasons = read_equivalents(Path(__file__).resolve().parents[1] / "docs" / "equivalent-mutants.json")
     assert reasons and set(reasons) <= {m.key for m in whole_population}, "a reason filed for no mutant of this code"
@@ -328,8 +328,8 @@ def test_the_committed_equivalence_reasons_are_readable_and_name_live_mutants(wh
 def test_the_projects_tests_import_the_mutated_copy_not_the_projects_own_runtime(tmp_path):
     """``python -m pytest`` puts its working directory first on sys.path: started in the
     project, the tests would import its ``laya/`` and never see a runtime mutant."""
-    from laya_qual.mutant_run import _run_tests_dir
-    from laya_qual.mutation import build_root
+    from laya_qual.measure.mutant_run import _run_tests_dir
+    from laya_qual.measure.mutation import build_root
 
     root = build_root(tmp_path / "copy", installed_layout())
     init = root / "laya" / "__init__.py"
@@ -342,7 +342,7 @@ def test_the_projects_tests_import_the_mutated_copy_not_the_projects_own_runtime
 def test_a_module_level_mutant_goes_to_the_whole_suite_whatever_the_data_says():
     """The pytest processes import the harness before coverage starts in them: a module
     body's lines show only where a subprocess imported it, so they are no covering set."""
-    from laya_qual.mutant_run import Baseline
+    from laya_qual.measure.mutant_run import Baseline
 
     source = "LIMIT = 30\n\n\ndef f(x):\n    return x < LIMIT\n"
     by_op = {(m.function, m.operator): m for m in module_mutants(source, "laya_qual/m.py")}
@@ -371,7 +371,7 @@ def test_what_runs_at_import_is_told_apart_from_what_runs_when_called():
 def test_covering_tests_come_fastest_first():
     """A covering run stops at its first failure, so the quickest tests go first; ties and
     tests without a time keep their name order."""
-    from laya_qual.mutant_run import Baseline
+    from laya_qual.measure.mutant_run import Baseline
 
     (m,) = [m for m in module_mutants("def f(x):\n    return x < 3\n", "laya/m.py") if m.operator == "compare"]
     tests = {"t.py::slow", "t.py::quick", "t.py::b_untimed", "t.py::a_untimed", "t.py::middle"}
@@ -392,7 +392,7 @@ def test_the_suite_decides_first_and_the_project_tests_run_only_for_what_it_miss
     2026-12-04 a harness mutant met its project tests (1 s here) before the whole suite
     (10 s), and a kill there ended it unjudged by the suite."""
     order = ["covering suite tests", "whole suite", "covering project tests"]
-    from laya_qual.mutant_run import Baseline, SampleRun
+    from laya_qual.measure.mutant_run import Baseline, SampleRun
 
     (m,) = [m for m in module_mutants(source, file) if m.operator in ("compare", "constant")][:1]
     run = SampleRun.__new__(SampleRun)  # its stages alone, no copy of the packages
@@ -418,7 +418,7 @@ def test_a_harness_mutant_no_measured_process_executed_meets_every_project_test(
     """A project test may run a harness line in a subprocess coverage does not follow, so a
     harness mutant that neither baseline saw executed goes to all the project's tests,
     fastest first; a runtime one, which only the suite can kill, is not run at all."""
-    from laya_qual.mutant_run import Baseline, SampleRun
+    from laya_qual.measure.mutant_run import Baseline, SampleRun
 
     (m,) = [m for m in module_mutants("def f(x):\n    return x < 3\n", file) if m.operator == "compare"]
     run = SampleRun.__new__(SampleRun)
@@ -436,9 +436,9 @@ def test_covering_suite_tests_run_on_the_workers_and_budget_their_own_baseline_t
     """Serially, or on the xdist workers once the covering tests took over 30 s in the suite's
     baseline (the project tests' times are no measure of them); the deadline is four times that
     plus two minutes, and at least five."""
-    from laya_qual import mutant_run
-    from laya_qual.mutant_run import Baseline, SampleRun
-    from laya_qual.mutation import RunResult
+    from laya_qual.measure import mutant_run
+    from laya_qual.measure.mutant_run import Baseline, SampleRun
+    from laya_qual.measure.mutation import RunResult
 
     calls = []
     monkeypatch.setattr(mutant_run, "run_suite", lambda root, **kw: calls.append(kw) or RunResult(
@@ -480,7 +480,7 @@ def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_boun
     quantile) to 6."""
     from scipy.stats import beta
 
-    from laya_qual.mutant_run import summarize
+    from laya_qual.measure.mutant_run import summarize
 
     def record(key, status, part, killed_by=None, executed=True):
         return {"key": key, "status": status, "part": part, "killedBy": killed_by, "executed": executed,
@@ -507,7 +507,7 @@ def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_boun
 def test_a_closed_time_box_is_said_before_the_figure():
     """The summary a time-boxed run prints names the box and how many of the drawn it measured,
     so a partial figure is never read as the whole sample's."""
-    from laya_qual.mutant_run import summary_lines
+    from laya_qual.measure.mutant_run import summary_lines
 
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
     closed = _scheduling_only(drawn, time_box=TWO_STARTED).run()
@@ -534,7 +534,7 @@ def test_a_time_box_drops_what_follows_a_gap_in_the_draw():
 
 
 def test_a_time_box_that_closes_before_any_mutant_starts_is_an_error_naming_it():
-    from laya_qual.mutation import MutationError
+    from laya_qual.measure.mutation import MutationError
 
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
     run = _scheduling_only(drawn, time_box=30)
@@ -546,7 +546,7 @@ def test_a_time_box_that_closes_before_any_mutant_starts_is_an_error_naming_it()
 def test_a_project_test_run_past_its_timeout_is_killed_with_its_process_group(tmp_path):
     """A mutant that makes a project test hang is a timeout, not a failure or a pass: the run
     is stopped at its budget, and the hung test's own child process goes with it."""
-    from laya_qual.mutant_run import _run_tests_dir
+    from laya_qual.measure.mutant_run import _run_tests_dir
 
     tests = tmp_path / "project" / "tests"
     tests.mkdir(parents=True)
@@ -583,7 +583,7 @@ def test_a_project_test_run_past_its_timeout_is_killed_with_its_process_group(tm
 def test_a_project_test_run_passes_on_status_0_or_5_only(tmp_path, extra, outcome, status):
     """pytest's exit status decides: 0 (all passed) and 5 (no test selected) pass; a failure
     (1) and a usage error (4) are failures, the latter named by its status."""
-    from laya_qual.mutant_run import _run_tests_dir
+    from laya_qual.measure.mutant_run import _run_tests_dir
 
     tests = tmp_path / "project" / "tests"
     tests.mkdir(parents=True)
@@ -607,13 +607,13 @@ def test_red_under_coverage():  # stands for a test timing a signal to a process
     assert coverage.Coverage.current() is None
 
 def test_shard():  # harness code the scoped suite never runs
-    from laya_qual.shards import parse_shard
+    from laya_qual.plugin.shards import parse_shard
     assert parse_shard("5/5") == (5, 5)
 
 def test_durations_path_in_a_process_coverage_does_not_follow():
     import os, subprocess, sys
     env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE_")}
-    code = ("from pathlib import Path; from laya_qual.shards import default_durations; "
+    code = ("from pathlib import Path; from laya_qual.plugin.shards import default_durations; "
             "print(default_durations(Path('r')))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip().startswith("r/")
@@ -626,10 +626,10 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     mutant is run against it); a test red without coverage too stops the run. A harness
     mutant only the project's tests execute is run against those that executed it, and one
     that only a subprocess coverage does not follow executes, against all of them."""
-    from laya_qual.mutant_run import SampleRun
-    from laya_qual.mutation import BaselineRed
+    from laya_qual.measure.mutant_run import SampleRun
+    from laya_qual.measure.mutation import BaselineRed
 
-    shards = module_mutants((installed_layout()["laya_qual"] / "shards.py").read_text(), "laya_qual/shards.py")
+    shards = module_mutants((installed_layout()["laya_qual"] / "plugin" / "shards.py").read_text(), "laya_qual/plugin/shards.py")
     [bound] = [m for m in shards if m.original == "1 <= index <= count" and m.replacement == "(1 <= index < count)"]
     [unseen] = [m for m in shards if m.function == "default_durations" and m.operator == "statement-dropped"]
 
@@ -670,7 +670,7 @@ def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops
     assert [(s["stage"], s["outcome"], s.get("tests")) for s in record["stages"]] == [
         ("not executed by the suite", "not run", None), ("tests/", "failed", 1)]
     failure = record["stages"][-1]["failure"]  # what the killing test's failure said, kept with the stage
-    assert re.fullmatch(r"E +laya_qual.shards.ShardError: --laya-shard '5/5': .*\nlaya_qual/shards.py:\d+: ShardError",
+    assert re.fullmatch(r"E +laya_qual.plugin.shards.ShardError: --laya-shard '5/5': .*\nlaya_qual/plugin/shards.py:\d+: ShardError",
                         failure), failure
     # a line only an unmeasured subprocess ran: every project test runs against it, and one kills it
     assert (unseen_record["status"], unseen_record["killedBy"], unseen_record["executed"],
@@ -695,7 +695,7 @@ MUTANT_S, TWO_STARTED = 0.6, 1.0
 def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):
     """A SampleRun whose scheduling alone runs: no copy, no baseline, no pytest; each
     mutant it runs takes MUTANT_S, is killed by the suite, and is logged in ``ran``."""
-    from laya_qual.mutant_run import SampleRun
+    from laya_qual.measure.mutant_run import SampleRun
 
     run = SampleRun.__new__(SampleRun)
     run.mutants, run.jobs, run.time_box, run.confirm, run.scope = drawn, 1, time_box, True, []
@@ -745,7 +745,7 @@ def test_a_resumed_run_keeps_what_was_measured_and_runs_the_rest_in_draw_order()
                                           ("code", {"runtime": "other"}), ("scope", ["cache.*"]),
                                           ("confirmWholeSuite", False), ("projectTests", True)])
 def test_only_a_run_of_the_same_draw_measured_the_same_way_is_resumed(field, value):
-    from laya_qual.mutation import MutationError
+    from laya_qual.measure.mutation import MutationError
 
     drawn = sample(module_mutants("def f(x):\n    return x < 3 and x > -3\n", "laya/m.py"), 5, seed=1)
     first = _scheduling_only(drawn, time_box=MUTANT_S - 0.1).run()  # one started
@@ -767,7 +767,7 @@ def test_resume_from_the_command_line_takes_its_seeds_and_writes_back(tmp_path, 
     from click.testing import CliRunner
 
     from laya_qual.cli import main
-    from laya_qual.mutation import code_digests
+    from laya_qual.measure.mutation import code_digests
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the run copies the packages
     drawn = sample(whole_population, 2, seed=3)
@@ -801,8 +801,8 @@ def test_resume_from_the_command_line_takes_its_seeds_and_writes_back(tmp_path, 
 
 
 def test_a_stage_records_its_seconds_to_a_tenth():
-    from laya_qual.mutant_run import _stage
-    from laya_qual.mutation import RunResult
+    from laya_qual.measure.mutant_run import _stage
+    from laya_qual.measure.mutation import RunResult
 
     stage = _stage("covering tests", RunResult("failed", "t::x", 12.3456, 1, "output"), 4)
     assert stage == {"stage": "covering tests", "outcome": "failed", "firstFailure": "t::x",
@@ -816,7 +816,7 @@ def test_a_sampled_run_gets_its_time_box_in_seconds_and_a_random_hypothesis_seed
     a seed drawn from [0, 2**31), as the draw's own seed is (the top of the range drawn here)."""
     import secrets
 
-    from laya_qual import mutant_run
+    from laya_qual.measure import mutant_run
 
     runs = []
 
@@ -852,8 +852,8 @@ def test_a_kill_counts_only_if_it_reproduces_in_the_same_order(tmp_path, mutated
     """docs/mutation.md: a stage's kill counts only if the tests it ran, in its order, through
     the first failing one, pass on an unmutated copy and fail again with the mutant; both
     runs and the order are recorded."""
-    from laya_qual.mutant_run import SampleRun
-    from laya_qual.mutation import RunResult
+    from laya_qual.measure.mutant_run import SampleRun
+    from laya_qual.measure.mutation import RunResult
 
     run = SampleRun.__new__(SampleRun)
     run.tmp, run.pristine = tmp_path, tmp_path / "pristine"
@@ -875,13 +875,13 @@ def test_a_kill_counts_only_if_it_reproduces_in_the_same_order(tmp_path, mutated
     assert (r["unmutated"]["outcome"], r["mutantAgain"]["outcome"]) == (unmutated, mutated[1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m0", "pristine"]  # the unmutated copy is gone
     record = {"key": "k", "status": "survived", "part": "runtime", "killedBy": None, "stages": [stage]}
-    from laya_qual.mutant_run import summarize
+    from laya_qual.measure.mutant_run import summarize
     assert summarize([record])["notReproduced"] == ([] if reproduced else ["k"])
 
 
 def test_a_passing_stage_is_not_run_again(tmp_path):
-    from laya_qual.mutant_run import SampleRun
-    from laya_qual.mutation import RunResult
+    from laya_qual.measure.mutant_run import SampleRun
+    from laya_qual.measure.mutation import RunResult
 
     run = SampleRun.__new__(SampleRun)
     calls = []
@@ -894,7 +894,7 @@ def test_an_equivalence_filed_after_the_result_is_known_counts_the_mutant_surviv
     """docs/mutation.md: a reason sets a survivor apart only when it was filed before the
     mutant was measured; one new or changed when a run is resumed leaves it survived in the
     headline (``lateReason``, listed under ``lateEquivalents``); a killed one is a wrong reason."""
-    from laya_qual.mutant_run import _classified, summarize
+    from laya_qual.measure.mutant_run import _classified, summarize
 
     def record(key, killed_by=None, **earlier):
         return {"key": key, "part": "runtime", "killedBy": killed_by, "seconds": 1.0,
@@ -920,7 +920,7 @@ def test_an_equivalence_filed_after_the_result_is_known_counts_the_mutant_surviv
 def test_the_project_tests_have_their_own_digest(tmp_path):
     """The results name the tests/ that made the second figure; a resume compares it with
     the rest of the code digests, so another tests/ is refused by name."""
-    from laya_qual.mutant_run import tests_digest
+    from laya_qual.measure.mutant_run import tests_digest
 
     tests = tmp_path / "tests"
     (tests / "__pycache__").mkdir(parents=True)

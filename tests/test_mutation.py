@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from laya_qual.claims import CLAIMS
-from laya_qual.defects import DEFECTS
-from laya_qual.mutant_run import FORMAT as SAMPLE_FORMAT
-from laya_qual.mutation import (FORMAT, LAYOUT, MutationError, apply_text, catalogue_digest, check_catalogue,
+from laya_qual.measure.defects import DEFECTS
+from laya_qual.measure.mutant_run import FORMAT as SAMPLE_FORMAT
+from laya_qual.measure.mutation import (FORMAT, LAYOUT, MutationError, apply_text, catalogue_digest, check_catalogue,
                                  code_digests, matches)
-from laya_qual.suite_figures import kill_rate
+from laya_qual.measure.suite_figures import kill_rate
 
 AREAS = {"artifact", "adapter", "request", "heads", "pins", "calibration", "weights", "cache", "gate", "jsonl",
          "train", "learner", "report"}
@@ -33,7 +33,7 @@ def test_a_child_run_is_top_level_and_outside_any_coverage_this_process_is_under
     """What a mutation or coverage run starts imports its copy first and is neither an xdist
     worker nor measured by a coverage run the harness itself is under: a measured child
     would write into that run's data, and one that wants coverage starts its own."""
-    from laya_qual.mutation import child_env
+    from laya_qual.measure.mutation import child_env
 
     for name, value in (("COVERAGE_PROCESS_CONFIG", "e30="), ("COVERAGE_PROCESS_START", "rc"),
                         ("PYTEST_XDIST_WORKER", "gw1"), ("PYTHONPATH", "elsewhere")):
@@ -110,7 +110,7 @@ def test_the_harness_digests_do_not_depend_on_the_layout(tmp_path):
     layouts are built here from whichever one this run imports."""
     import shutil
 
-    from laya_qual.mutation import build_root, installed_layout
+    from laya_qual.measure.mutation import build_root, installed_layout
 
     here = installed_layout()
     root = build_root(tmp_path / "installed", here)
@@ -261,7 +261,7 @@ def test_a_run_started_with_sigint_ignored_gives_its_children_sigint_back():
     starts inherits that; the measured runs must not (a test interrupting a child would hang)."""
     probe = ("import signal, subprocess, sys\n"
              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-             "from laya_qual.mutation import deliverable_sigint\n"
+             "from laya_qual.measure.mutation import deliverable_sigint\n"
              "deliverable_sigint()\n"
              "child = 'import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)'\n"
              "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip())\n")
@@ -320,7 +320,7 @@ def test_a_stage_keeps_what_its_first_failure_said(tmp_path, test, workers, said
     """failure_excerpt reads a real pytest run's report of its first failure: an assertion's
     E lines and where it was raised; a fixture's error (the ERRORS section) likewise; an xdist
     worker that crashed, the line xdist writes for it; a green run, nothing."""
-    from laya_qual.mutation import failure_excerpt
+    from laya_qual.measure.mutation import failure_excerpt
 
     output = failing_run(tmp_path, test, "-n", str(workers))
     excerpt = failure_excerpt(output)
@@ -331,7 +331,7 @@ def test_a_stage_keeps_what_its_first_failure_said(tmp_path, test, workers, said
 
 
 def test_a_long_failure_is_kept_to_its_first_characters(tmp_path):
-    from laya_qual.mutation import EXCERPT_CHARS, failure_excerpt
+    from laya_qual.measure.mutation import EXCERPT_CHARS, failure_excerpt
 
     excerpt = failure_excerpt(failing_run(tmp_path, "test_long", "-vv", "-n", "0"))
     assert len(excerpt) == EXCERPT_CHARS and excerpt.endswith("…") and excerpt.startswith("E       AssertionError")
@@ -340,7 +340,7 @@ def test_a_long_failure_is_kept_to_its_first_characters(tmp_path):
 def test_the_failures_are_read_from_the_short_summary_alone():
     """A test that runs pytest inside itself prints that run's FAILED lines into its own
     captured output; only the outer run's short summary names what failed."""
-    from laya_qual.mutation import failures
+    from laya_qual.measure.mutation import failures
 
     output = ("F.\n=== FAILURES ===\n___ test_outer ___\n----- Captured stdout call -----\n"
               "FAILED inner.py::test_seeded - assert 1 == 2\n"

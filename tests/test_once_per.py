@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from laya_qual.fixtures import heads_by_base, representatives
+from laya_qual.plugin.fixtures import heads_by_base, representatives
 from laya_qual.synth import write_artifact
 
 pytest_plugins = ("pytester",)

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 import laya
 from laya.cli import main as laya_main
-from laya.jsonl import _READ_SIZE, predict_chunks
+from laya.serving.jsonl import _READ_SIZE, predict_chunks
 from laya_qual.synth import write_artifact
 
 DEADLINE_S = 120.0  # turns a hang into a failure; not a speed claim

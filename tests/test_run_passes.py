@@ -13,9 +13,9 @@ import hypothesis.core
 import pytest
 import torch  # noqa: F401  in-process report runs import torch; pytester would unload and re-import it, which torch does not survive
 
-from laya_qual.report import LAYA_TYPE
-from laya_qual.signing import keygen, load_public_key
-from laya_qual.verify import verify_bundle
+from laya_qual.report.model import LAYA_TYPE
+from laya_qual.report.signing import keygen, load_public_key
+from laya_qual.report.verify import verify_bundle
 
 pytest_plugins = ("pytester",)
 
@@ -166,6 +166,6 @@ def test_everything():
 def test_the_reproduce_command_loads_the_plugin_unless_the_run_named_it_with_p(args, loaded):
     """Only `-p laya_qual` (or `-playa_qual`) loads the plugin: another -p, or laya_qual as some
     other option's value, leaves the reproduce command to add it."""
-    from laya_qual.rerun import _loads_plugin
+    from laya_qual.plugin.rerun import _loads_plugin
 
     assert _loads_plugin(args) is loaded

@@ -1,4 +1,4 @@
-"""The serving benchmark's peer arms (laya_qual.serving_bench): a peer is timed only if it
+"""The serving benchmark's peer arms (laya_qual.bench.serving_bench): a peer is timed only if it
 encodes what laya encodes, and one that encodes something else is refused before timing."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import laya
-from laya_qual.serving_bench import (STATES_TOLERANCE, ArmsDisagree, BatchWorkload, batch_arms, missing_peers,
+from laya_qual.bench.serving_bench import (STATES_TOLERANCE, ArmsDisagree, BatchWorkload, batch_arms, missing_peers,
                                      mixed_length_items, onnxruntime_session, overhead_arms, peer_arms,
                                      require_laya_states)
 from laya_qual.synth import copy_with_weights_edit, write_artifact
@@ -166,7 +166,7 @@ def test_an_empty_workload_or_batch_is_refused(head_dir, requests, batch_size):
 def test_a_bare_forward_that_predicts_differently_is_refused_before_timing(head_dir, monkeypatch):
     """The overhead benchmark's bare arm must predict bitwise what Adapters.predict does;
     an encoder off by 1e-3 is refused by name, not timed."""
-    from laya_qual import serving_bench
+    from laya_qual.bench import serving_bench
 
     base = laya.load_artifact_base(head_dir)
     [(_, request)] = mixed_length_items(laya.open_adapters({"h": head_dir}, base=base).heads, 1, seed=2)
@@ -201,7 +201,7 @@ def test_the_bare_arm_adds_each_tasks_readout_bias(head_dir, tmp_path):
 def test_side_by_side_gives_each_arms_median_of_its_own_durations(monkeypatch):
     """Each sample is the clock after the arm minus the clock before it: on a clock that
     advances by a fixed step per reading and per arm call, every arm's median is its own."""
-    from laya_qual import benchmarking
+    from laya_qual.bench import benchmarking
 
     now = [1000.0]  # far from 0, so a sum in place of a difference shows
     monkeypatch.setattr(benchmarking.time, "perf_counter", lambda: now[0])

@@ -1,4 +1,4 @@
-"""The serving benchmark's limit (laya_qual.serving_limit): the FLOPs it counts are the ones
+"""The serving benchmark's limit (laya_qual.bench.serving_limit): the FLOPs it counts are the ones
 torch's own FLOP counter sees in the plain one-sequence forward, and its GEMM rate is timed
 on float32 arithmetic at one thread."""
 
@@ -11,9 +11,9 @@ import torch
 from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from laya.encoder import EncoderConfig, TransformerLayer
-from laya_qual import serving_limit
-from laya_qual.serving_limit import NotFloat32, gemm_arms, gemm_shapes, useful_flops
+from laya.serving.encoder import EncoderConfig, TransformerLayer
+from laya_qual.bench import serving_limit
+from laya_qual.bench.serving_limit import NotFloat32, gemm_arms, gemm_shapes, useful_flops
 
 CONFIG = EncoderConfig(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
                        intermediate_size=40, max_position_embeddings=64, type_vocab_size=2, layer_norm_eps=1e-12)

@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from laya_qual.cli import main as laya_qual
-from laya_qual.merge import MergeError, merge
-from laya_qual.shards import ShardError, assign, parse_shard, read_durations, write_durations
-from laya_qual.signing import keygen
+from laya_qual.release.merge import MergeError, merge
+from laya_qual.plugin.shards import ShardError, assign, parse_shard, read_durations, write_durations
+from laya_qual.report.signing import keygen
 
 pytest_plugins = ("pytester",)
 
@@ -70,7 +70,7 @@ def shard(project: pytest.Pytester, k: int, n: int, *extra: str) -> str:
 
 
 def claims_of(bundle) -> dict:
-    from laya_qual.verify import read_statements
+    from laya_qual.report.verify import read_statements
 
     [laya] = [s for s, _ in read_statements(bundle) if "qualification" in s["predicateType"]]
     return {c["id"]: (c["verdict"], sorted((e["test"], e["outcome"]) for e in c["evidence"]))
@@ -133,7 +133,7 @@ def test_three_shards_merge_into_the_unsharded_report(project, monkeypatch):
     result = CliRunner().invoke(laya_qual, ["merge", *shards, "--key", str(key), "--out", str(merged)])
     assert result.exit_code == 1, result.output  # the project's failing test makes both reports FAILED
     assert claims_of(merged) == claims_of(whole)
-    from laya_qual.verify import read_statements
+    from laya_qual.report.verify import read_statements
 
     [laya] = [s for s, _ in read_statements(merged) if "qualification" in s["predicateType"]]
     assert [(p["shard"], p["runner"]["name"], p["runner"]["cores"]) for p in laya["predicate"]["passes"]] == [
@@ -167,7 +167,7 @@ def test_incomplete_or_foreign_shards_are_refused_by_name(project):
     foreign_path.write_text(json.dumps(foreign))
     with pytest.raises(MergeError, match=r"shard 3/3 .* suite and harness digests differ"):
         merge([one, two, foreign_path])
-    from laya_qual.merge import ENVIRONMENT_PROFILE
+    from laya_qual.release.merge import ENVIRONMENT_PROFILE
 
     edits = {  # one fact of the run changed in shard 3's evidence, each refused by its own name
         "subjects": lambda e: e["context"]["subjects"].append({"name": "artifact/another"}),
@@ -211,7 +211,7 @@ def test_progress_goes_to_stderr_per_group(project):
 
 
 def test_plan_estimates_each_group_from_the_recorded_durations():
-    from laya_qual.plan import render
+    from laya_qual.release.plan import render
 
     listed = [{"test": "s::a", "claims": ["x"], "artifact": None, "level": None, "benchmark": False},
               {"test": "s::b[artifact0-h]", "claims": ["y"], "artifact": "artifact0-h", "level": "base",
@@ -234,7 +234,7 @@ def test_plan_estimates_each_group_from_the_recorded_durations():
 def test_plan_groups_artifacts_in_number_order_then_every_head_then_benchmarks():
     """artifact10 comes after artifact9 (by number, not by text); within an artifact the
     levels keep their documented order; the every-head tests follow all artifacts."""
-    from laya_qual.plan import render
+    from laya_qual.release.plan import render
 
     def test(name, artifact, level, benchmark=False):
         return {"test": name, "claims": [name], "artifact": artifact, "level": level, "benchmark": benchmark}
@@ -289,7 +289,7 @@ def test_progress_is_printed_at_most_once_per_interval(pytester, monkeypatch):
     has passed."""
     import time
 
-    from laya_qual import progress
+    from laya_qual.plugin import progress
 
     monkeypatch.setattr(progress, "EVERY_SECONDS", 0.2)
     pytester.makepyfile(test_many="""
@@ -317,7 +317,7 @@ def test_quick(n):
 def test_a_report_before_the_collection_is_known_is_not_counted(pytestconfig, monkeypatch):
     """Under xdist the controller learns the collection from its workers: a test report
     arriving before that counts nothing and prints no "1/0 tests" line."""
-    from laya_qual import progress
+    from laya_qual.plugin import progress
 
     monkeypatch.setattr(progress, "EVERY_SECONDS", 0.0)
     printed = []
@@ -335,7 +335,7 @@ def test_a_report_before_the_collection_is_known_is_not_counted(pytestconfig, mo
 
 def test_every_workers_collection_is_counted_once(pytestconfig, monkeypatch):
     """Each xdist worker reports the same collection: only the first one seen sets the totals."""
-    from laya_qual import progress
+    from laya_qual.plugin import progress
 
     monkeypatch.setattr(progress, "EVERY_SECONDS", 0.0)
     printed = []

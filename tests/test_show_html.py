@@ -22,14 +22,14 @@ import pytest
 from click.testing import CliRunner
 
 import laya
-from laya.artifact import read_artifact_files
-from laya.train_cli import train
+from laya.artifact.manifest import read_artifact_files
+from laya.training.train_cli import train
 from laya_qual.cli import main
-from laya_qual.html_report import FILTER_SCRIPT, NO_HEAD_DETAILS, NOT_RECORDED, bars_svg, benchmark_arms, path_svg
-from laya_qual.report import LAYA_TYPE
+from laya_qual.report.html import FILTER_SCRIPT, NO_HEAD_DETAILS, NOT_RECORDED, bars_svg, benchmark_arms, path_svg
+from laya_qual.report.model import LAYA_TYPE
 from laya_qual.synth import replace_pinned_file, write_artifact
 from laya_qual.synth.tasks import synthetic_task, write_task
-from laya_qual.verify import read_statements
+from laya_qual.report.verify import read_statements
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "reports" / "releases" / "example-release.intoto.jsonl"
@@ -344,7 +344,7 @@ def test_older_heads_and_older_reports_say_not_recorded(pages):
 def test_a_task_with_one_reliability_diagram_recorded_says_not_recorded(pages, kept):
     """Both diagrams are drawn from the pair; a head.json task carrying only one of them (a
     hand-edited or truncated head) is told not recorded, not half drawn."""
-    from laya_qual.html_report import _task
+    from laya_qual.report.html import _task
 
     bundle, _, _ = pages["heads"]
     subject, task = next((s, t) for s, t in tasks_of(bundle) if "reliability_before" in t["calibration"])

@@ -26,7 +26,7 @@ def test_zq_row(i):
 def test_zq_bench(benchmark):
     benchmark.pedantic(sum, args=(range(10),), rounds=3)
 """
-FAST_PROGRESS = "import laya_qual.progress\nlaya_qual.progress.EVERY_SECONDS = 0\n"  # a line after every test
+FAST_PROGRESS = "import laya_qual.plugin.progress\nlaya_qual.plugin.progress.EVERY_SECONDS = 0\n"  # a line after every test
 
 
 def env(tmp_path: Path) -> dict[str, str]:

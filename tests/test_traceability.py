@@ -1,4 +1,4 @@
-"""The traceability map (laya_qual/traceability.json) against the docs and the tests.
+"""The traceability map (laya_qual/measure/traceability.json) against the docs and the tests.
 
 Fails when a doc has an id the map lacks, the map has an id no doc has, an entry names a
 test that does not exist (read with ast: a ``def test_...`` at the top level of the file,
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from laya_qual import traceability
-from laya_qual.traceability import check, doc_ids, figure, load_map, matrix_markdown
+from laya_qual.measure import traceability
+from laya_qual.measure.traceability import check, doc_ids, figure, load_map, matrix_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from laya.atomic import write_file
-from laya.binding import canonical_json, json_digest, read_hashed, require, sha256
+from laya.artifact.atomic import write_file
+from laya.artifact.binding import canonical_json, json_digest, read_hashed, require, sha256
 from laya.errors import FeaturePacketError
 
 from .numerics import use_device

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from safetensors.torch import save as st_save
 
-from laya.binding import sha256
+from laya.artifact.binding import sha256
 
 from .accounting import flop_model, projection
 from .check import ArmsResult, run_arms

@@ -77,7 +77,7 @@ def report_check(result, exp, config_name: str, json_path: Path | None) -> None:
     The JSON's `state_digests` holds, per update, the digest of each arm's tail parameters and
     Adam state after it, so two runs can be compared bitwise without their snapshots.
     """
-    from laya.binding import state_digest
+    from laya.artifact.binding import state_digest
     from .kernel import LEARNER
     from .placement import HANDOFFS
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from laya.binding import json_digest, tensor_digest
+from laya.artifact.binding import json_digest, tensor_digest
 
 PAD, UNK = "[PAD]", "[UNK]"
 IGNORE = -100

@@ -2,7 +2,7 @@
 
 Bitwise equality between processes only holds when every process runs the same
 kernels with the same thread counts, so the pinning happens before any torch work;
-the numeric profile that results (laya.binding.numeric_profile, read live) is bound
+the numeric profile that results (laya.artifact.binding.numeric_profile, read live) is bound
 into every feature packet.
 """
 

@@ -2,7 +2,7 @@
 
 A packet directory holds features.safetensors (one tensor per stream) and binding.json.
 Reading verifies the feature bytes against the bound digest, then compares every
-binding field with what the reader expects (laya.binding.require) and refuses, naming
+binding field with what the reader expects (laya.artifact.binding.require) and refuses, naming
 the first differing field, on any difference. A digest only says which bytes these
 are; audit.py says who made them.
 """
@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from laya.atomic import new_directory
-from laya.binding import (canonical_json, json_digest, numeric_profile, read_hashed, require, sha256, state_digest,
+from laya.artifact.atomic import new_directory
+from laya.artifact.binding import (canonical_json, json_digest, numeric_profile, read_hashed, require, sha256, state_digest,
                           tensor_digest)
 from laya.errors import FeaturePacketError
 
@@ -52,7 +52,7 @@ def expected_binding(ws: Workspace, mb: Microbatch, *, tokenizer_digest: str, he
 def write_packet(directory: Path, binding: dict, streams: dict[str, torch.Tensor]) -> str:
     """Write features and manifest; returns the packet digest (digest of the full binding).
 
-    The packet directory appears whole or not at all (laya.atomic: built beside it, synced,
+    The packet directory appears whole or not at all (laya.artifact.atomic: built beside it, synced,
     renamed), so a learner reading shared storage never finds features without their
     binding, and an existing packet is refused (OutputExists), never overwritten."""
     data = st_save({k: v.cpu().contiguous() for k, v in streams.items()})  # streams may arrive on a GPU

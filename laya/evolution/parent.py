@@ -20,7 +20,7 @@ from safetensors.torch import save as st_save
 from torch import nn
 from torch.nn import functional as F
 
-from laya.binding import sha256
+from laya.artifact.binding import sha256
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import NoReturn
 import click
 import torch.distributed as dist
 
-from laya.binding import sha256
+from laya.artifact.binding import sha256
 from laya.errors import DistributedError, LayaError
 
 from .check import run_arms

@@ -13,7 +13,7 @@ from pathlib import Path
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from laya.binding import read_hashed
+from laya.artifact.binding import read_hashed
 
 from .data import Microbatch, consecutive_groups, make_microbatches, make_texts, make_tokenizer
 from .layouts import Layout, init_tail

@@ -21,11 +21,11 @@ HARNESS = {"pytest": "pytest", "hypothesis": "hypothesis", "pytest-xdist": "xdis
 INSTALL_HARNESS = "pip install 'laya-qual[qualify]'"
 
 pytest_plugins = (
-    "laya_qual.plugin",
-    "laya_qual.fixtures",
-    "laya_qual.evolution_fixtures",
-    "laya_qual.evidence",
-    "laya_qual.assembler",
+    "laya_qual.plugin.hooks",
+    "laya_qual.plugin.fixtures",
+    "laya_qual.plugin.evolution_fixtures",
+    "laya_qual.plugin.evidence",
+    "laya_qual.plugin.assembler",
 )
 
 

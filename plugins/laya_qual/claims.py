@@ -54,7 +54,7 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "the published directories and files have the modes of a plain write (0o777 and 0o666 less "
           "the umask)."),
     Claim("artifact.atomic-file",
-          "laya.atomic.write_files (and write_file), the writer of the feature store and of "
+          "laya.artifact.atomic.write_files (and write_file), the writer of the feature store and of "
           "laya-qual's keys and reports, publishes every file whole or leaves the parent directory "
           "as it was: an existing file, directory or dangling symlink under a name is refused with "
           "OutputExists naming it, also when the name is taken while the files are being written "
@@ -210,7 +210,7 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "naming file and field (or the path), writing nothing; the command writes the same bytes and "
           "prints the base's directory and every pin of its manifest (role, sha256, path)."),
     Claim("base.import.standalone",
-          "`python -m laya.importer import HF_DIR OUT_DIR` exits 0 and writes byte for byte the base "
+          "`python -m laya.training.importer import HF_DIR OUT_DIR` exits 0 and writes byte for byte the base "
           "`laya base import` writes, printing the same lines; a checkpoint holding one encoder tensor "
           "under two names (a LayerNorm's weight or bias and its TF-era gamma or beta) is refused with "
           "ArtifactError naming model.safetensors and one of the two names, and fewer than two option "
@@ -514,7 +514,7 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "A dataset file without a single example (empty, or blank lines only) is refused with "
           "DatasetError saying it has no examples."),
     Claim("train.command",
-          "`laya train` run as its own module (python -m laya.train_cli) on a two-task dataset exits 0, "
+          "`laya train` run as its own module (python -m laya.training.train_cli) on a two-task dataset exits 0, "
           "writes a head that loads with exactly the dataset's tasks and the feature store at the "
           "default OUT.features.safetensors, and prints the documented summary, every line restating "
           "head.json and the manifest (a certified and an uncertified task), with the progress of "

@@ -22,11 +22,11 @@ from laya_qual import __version__, missing_harness
 if missing := missing_harness():  # a runtime-only install: click's one-line error, exit 1
     raise SystemExit(f"Error: {missing}")
 
-from laya_qual.mutation import WHOLE_RUN_TIMEOUT_S
-from laya_qual.shards import DURATIONS_DIR, DURATIONS_FILE, default_durations
-from laya_qual.signing import (KEY_ENV, PASSWORD_ENV, PUBLIC_KEY_ENV, SigningError, dev_key_path, keygen,
+from laya_qual.measure.mutation import WHOLE_RUN_TIMEOUT_S
+from laya_qual.plugin.shards import DURATIONS_DIR, DURATIONS_FILE, default_durations
+from laya_qual.report.signing import (KEY_ENV, PASSWORD_ENV, PUBLIC_KEY_ENV, SigningError, dev_key_path, keygen,
                                load_public_key, load_signer, public_key_path)
-from laya_qual.verify import VerifyError, read_statements, verify_bundle
+from laya_qual.report.verify import VerifyError, read_statements, verify_bundle
 
 # The per-user development key (signing.dev_key_path) as --help names it: the same words on every
 # machine, so the option reference (tests/laya-qual-cli-reference.json) holds everywhere.
@@ -98,7 +98,7 @@ def _known_claims(required: tuple[str, ...], in_report: list[str]) -> None:
     """A --require-claim id that is neither catalogued nor in the report is a typo: a bad
     command line (exit 2), not a report that falls short (exit 3)."""
     from laya_qual.claims import CLAIMS
-    from laya_qual.preflight import unknown_claims
+    from laya_qual.plugin.preflight import unknown_claims
 
     unknown = unknown_claims(required, {**dict.fromkeys(in_report), **CLAIMS})
     if unknown:
@@ -154,7 +154,7 @@ def verify(bundle: Path, public_key: Path, artifacts: tuple[str, ...], require_r
 
 
 def _laya_statement(bundle: Path) -> dict:
-    from laya_qual.report import LAYA_TYPE
+    from laya_qual.report.model import LAYA_TYPE
 
     try:
         found = [s for s, _ in read_statements(bundle) if s.get("predicateType") == LAYA_TYPE]
@@ -182,8 +182,8 @@ def show(bundle: Path, public_key: Path | None, markdown: bool, output: Path | N
     """Summarize a report bundle: claims table (failures first) and benchmark figures.
 
     A BUNDLE that is not a regular file (a FIFO, /dev/zero) is refused before a byte is read."""
-    from laya_qual import summary
-    from laya_qual.html_report import Signature
+    from laya_qual.report import summary
+    from laya_qual.report.html import Signature
 
     if append and not output:
         raise click.UsageError("--append needs --output")
@@ -220,7 +220,7 @@ def _write_output(output: Path, text: str, append: bool) -> None:
     import os
     import stat
 
-    from laya.atomic import write_file
+    from laya.artifact.atomic import write_file
     from laya.errors import LayaError
 
     target = Path(os.path.realpath(output))
@@ -242,9 +242,9 @@ def _write_output(output: Path, text: str, append: bool) -> None:
 
 def _write_html(laya: dict, bundle: Path, checked, out: Path) -> None:
     """``show --html``: the page is written whole (through a temporary sibling) or not at all."""
-    from laya.atomic import write_file
+    from laya.artifact.atomic import write_file
     from laya.errors import LayaError
-    from laya_qual.html_report import render
+    from laya_qual.report.html import render
 
     try:
         page = render(laya, bundle.name, checked)
@@ -265,7 +265,7 @@ def claims(markdown: bool, as_json: bool) -> None:
     import json
 
     from laya_qual.claims import CLAIMS
-    from laya_qual.summary import claims_markdown
+    from laya_qual.report.summary import claims_markdown
 
     if markdown and as_json:
         raise click.UsageError("--markdown and --json exclude each other")
@@ -305,7 +305,7 @@ def compare_cmd(old: Path, new: Path, public_key: Path | None, old_key: Path | N
     Exit status: 0 compared, no --fail-on tripped; 1 a bundle is unreadable or does not
     verify; 2 usage (a malformed --fail-on included); 3 a --fail-on threshold tripped
     (each named on stderr)."""
-    from laya_qual import compare
+    from laya_qual.release import compare
 
     if markdown and as_json:
         raise click.UsageError("--markdown and --json exclude each other")
@@ -376,8 +376,8 @@ class NoReport(click.ClickException):
 
 def _preflight_run(artifacts: tuple[str, ...], base: str | None, out: Path | None,
                    figures: tuple[Path, ...]) -> None:
-    """What would fail only after the suite pass, checked before it starts (laya_qual.preflight)."""
-    from laya_qual import preflight
+    """What would fail only after the suite pass, checked before it starts (laya_qual.plugin.preflight)."""
+    from laya_qual.plugin import preflight
 
     problems = [preflight.artifact_problem("--artifact", a, head=True) for a in artifacts]
     problems.append(base and preflight.artifact_problem("--base", base, head=False))
@@ -470,7 +470,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
     refused its options), 2 bad command line (an artifact, key or --out found unusable
     before pytest starts included). With --shard: 0 when the shard's evidence is
     complete (whatever its tests' outcomes), 4 otherwise."""
-    from laya_qual.shards import ShardError, parse_shard
+    from laya_qual.plugin.shards import ShardError, parse_shard
 
     _preflight_run(artifacts, base, out,
                    tuple(("--kill-rate", p) for p in kill_rates) + (("--coverage", coverage_file),) * bool(coverage_file))
@@ -535,7 +535,7 @@ def _two_passes(common: list[str], workers: int, pytest_args: tuple[str, ...], e
 def _keep_durations(durations: Path, records: Callable[[], list[dict]]) -> None:
     """Fold the run's per-test durations into the store; one that cannot be read or
     written is a warning: the report is already written and still gets verified."""
-    from laya_qual.shards import write_durations
+    from laya_qual.plugin.shards import write_durations
 
     try:
         write_durations(durations, records())
@@ -544,7 +544,7 @@ def _keep_durations(durations: Path, records: Callable[[], list[dict]]) -> None:
 
 
 def _verified_summary(out: Path, public, artifacts: list[str]) -> None:
-    from laya_qual import summary
+    from laya_qual.report import summary
 
     try:
         v = verify_bundle(out, load_public_key(public), artifacts)
@@ -578,8 +578,8 @@ def _run_shard(common: list[str], workers: int, index: int, out: Path, pytest_ar
 
 
 def _print_plan(common: list[str], workers: int, durations: Path, pytest_args: tuple[str, ...]) -> int:
-    from laya_qual.plan import render
-    from laya_qual.shards import ShardError, read_durations
+    from laya_qual.release.plan import render
+    from laya_qual.plugin.shards import ShardError, read_durations
 
     with tempfile.TemporaryDirectory(prefix="laya-qual-") as scratch:
         listing = Path(scratch) / "plan.json"
@@ -618,8 +618,8 @@ def merge_cmd(evidence: tuple[Path, ...], key: str | None, out: Path, durations:
     Exit status: as `laya-qual run` (0 PASSED, 1 FAILED, 3 WARNED, 4 no complete
     verified report: the shards were refused), 2 bad command line (an unusable --key
     included)."""
-    from laya_qual.assembler import write_report
-    from laya_qual.merge import MergeError, merge
+    from laya_qual.plugin.assembler import write_report
+    from laya_qual.release.merge import MergeError, merge
 
     key = _signing_key(key)
     public = _check_key(key)
@@ -676,7 +676,7 @@ def mutate(sample: int | None, seed: int | None, population: bool, equivalents: 
            tests_dir: Path | None, time_box: float | None, resume: Path | None, **options) -> None:
     """Run the suite against every seeded defect of the catalogue, or (--sample N) against
     automatic mutants drawn without choice; print the kill rate."""
-    from laya_qual.mutation import MutationError, main as run_mutation
+    from laya_qual.measure.mutation import MutationError, main as run_mutation
 
     try:
         if population:
@@ -691,8 +691,8 @@ def mutate(sample: int | None, seed: int | None, population: bool, equivalents: 
 
 
 def _print_population(size: int | None, seed: int | None) -> int:
-    from laya_qual import mutants
-    from laya_qual.mutation import installed_layout
+    from laya_qual.measure import mutants
+    from laya_qual.measure.mutation import installed_layout
 
     if size and seed is None:
         raise click.UsageError("--population --sample N needs --seed: a listing must be reproducible")
@@ -705,7 +705,7 @@ def _print_population(size: int | None, seed: int | None) -> int:
 
 
 def _draw(everything: list, size: int, seed: int) -> list:
-    from laya_qual import mutants
+    from laya_qual.measure import mutants
 
     try:
         return mutants.sample(everything, size, seed)
@@ -715,9 +715,9 @@ def _draw(everything: list, size: int, seed: int) -> list:
 
 def _run_sample(size: int, seed: int | None, equivalents: Path | None, tests_dir: Path | None,
                 time_box: float | None, resume: Path | None, options: dict) -> int:
-    from laya_qual import mutants
-    from laya_qual.mutant_run import main as run_sample, read_results
-    from laya_qual.mutation import installed_layout
+    from laya_qual.measure import mutants
+    from laya_qual.measure.mutant_run import main as run_sample, read_results
+    from laya_qual.measure.mutation import installed_layout
 
     catalogue_only = {"seeds": 1, "only": ()}
     clashing = [k for k, default in catalogue_only.items() if options[k] != default]
@@ -755,7 +755,7 @@ def coverage_cmd(workers: int, hypothesis_seed: int | None, claims: str | None, 
     print statements and branches covered per package (runtime laya, plugin laya_qual,
     suite, synth) and write the results that --laya-coverage / `run --coverage` sign into
     a report as suite.coverage (docs/coverage.md)."""
-    from laya_qual.coverage_run import CoverageError, main as run_coverage
+    from laya_qual.measure.coverage_run import CoverageError, main as run_coverage
 
     try:
         sys.exit(run_coverage(hypothesis_seed=hypothesis_seed, workers=workers, output=output, timeout=timeout,

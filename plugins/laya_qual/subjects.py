@@ -1,7 +1,7 @@
 """Subject digests: what a report vouches for, named so anyone can recompute it.
 
 They are computed here on purpose, independently of the runtime's own hashing
-(``laya.binding``): the verifier must not trust the code it qualifies.
+(``laya.artifact.binding``): the verifier must not trust the code it qualifies.
 
 Both algorithms are documented in docs/report-format.md:
 
@@ -161,7 +161,7 @@ def subjects(artifacts: list[str], base: str | None) -> list[dict]:
 
 def head_entry(directory: str | Path, subject: dict) -> dict:
     """The predicate's ``heads`` entry of one artifact: its head.json ``kind`` and task objects,
-    verbatim. The bytes are read once, hashed and parsed (as ``laya.binding`` reads a file), so
+    verbatim. The bytes are read once, hashed and parsed (as ``laya.artifact.binding`` reads a file), so
     the entry says exactly what the subject's digest covers; a head.json that cannot be read as
     a head gets ``kind`` null, no tasks and the reason (the artifact's claims say the rest)."""
     entry = {"subject": subject["name"], "kind": None, "tasks": []}

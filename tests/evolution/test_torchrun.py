@@ -20,7 +20,7 @@ import sys
 import pytest
 import torch
 
-from laya.binding import state_digest
+from laya.artifact.binding import state_digest
 from laya.evolution.check import run_arms
 from laya.evolution.cli import flat_state
 from laya.evolution.group import Group, waited_on, waiting_on

@@ -20,8 +20,8 @@ from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordPiece
 
 import laya
-from laya.encoder import EncoderConfig, encoder_parameter_shapes
-from laya.importer import import_bert_base
+from laya.serving.encoder import EncoderConfig, encoder_parameter_shapes
+from laya.training.importer import import_bert_base
 
 TINY_CONFIG = {
     "architectures": ["BertModel"], "model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute",

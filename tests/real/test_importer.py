@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from safetensors.torch import load as load_safetensors
 
 import laya
-from laya.artifact import read_artifact_files
+from laya.artifact.manifest import read_artifact_files
 from laya.errors import ArtifactError
-from laya.importer import base as base_cli
-from laya.importer import import_bert_base
+from laya.training.importer import base as base_cli
+from laya.training.importer import import_bert_base
 
 
 def imported_tensors(directory) -> dict[str, torch.Tensor]:

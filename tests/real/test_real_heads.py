@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import laya
-from laya.artifact import BASE_ROLES, read_artifact_files
+from laya.artifact.manifest import BASE_ROLES, read_artifact_files
 from laya.errors import PinMismatch
 from laya_qual.synth import write_artifact
 

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load as load_safetensors
 
-from laya.artifact import BASE_ROLES, read_artifact_files
+from laya.artifact.manifest import BASE_ROLES, read_artifact_files
 
 
 def test_base_is_the_checkpoint_renamed_nowhere_and_untouched(imported_dir, checkpoint_dir, checkpoint_tensors):

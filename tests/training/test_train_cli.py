@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 import laya
-from laya.artifact import read_artifact_files
-from laya.binding import canonical_json
+from laya.artifact.manifest import read_artifact_files
+from laya.artifact.binding import canonical_json
 from laya.errors import ArtifactError
-from laya.train_cli import train
+from laya.training.train_cli import train
 from laya_qual.synth import replace_pinned_file, write_artifact
 from laya_qual.synth.tasks import synthetic_task, write_task
 

@@ -1,0 +1,109 @@
+"""How far a qualification run got, on stderr while it runs: tests done of the total
+per artifact under qualification (and for the rest of the suite), time elapsed and
+an estimate of the time left, from the pace so far.
+
+The controller sees the collected node ids (in-process, or as xdist workers report
+their collection) and every finished test; a test belongs to an artifact when that
+artifact's parameter id is one of its node id's parameters.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+
+SUITE = "suite"
+EVERY_SECONDS = 30.0  # at most one line per this many seconds, plus one whenever an artifact completes
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class Progress:
+    """Counts per group; prints only in a run that writes a report or evidence."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from laya_qual.plugin.fixtures import representatives
+
+        self.config = config
+        self.artifacts = [test_id for _, test_id in representatives(config, "artifact")]
+        self.total: dict[str, int] = {}
+        self.done: dict[str, int] = {}
+        self.started = time.monotonic()
+        self.printed = self.started
+        self.last: str | None = None
+
+    def group(self, nodeid: str) -> str:
+        params = nodeid.rpartition("[")[2] if nodeid.endswith("]") else ""
+        for artifact in self.artifacts:
+            if re.search(rf"(^|-){re.escape(artifact)}(-|\]$)", params):
+                return artifact
+        return SUITE
+
+    def expect(self, nodeids: list[str]) -> None:
+        """The collection to count against (the first collection seen: every worker's is the same)."""
+        if self.total:
+            return
+        for nodeid in nodeids:
+            group = self.group(nodeid)
+            self.total[group] = self.total.get(group, 0) + 1
+            self.done.setdefault(group, 0)
+
+    def advance(self, test: str, report: pytest.TestReport) -> None:
+        if report.when != "teardown" or not self.total:
+            return
+        group = self.group(report.nodeid)
+        self.done[group] = self.done.get(group, 0) + 1
+        now = time.monotonic()
+        if sum(self.done.values()) == sum(self.total.values()):
+            self.last = self.line(now)  # after pytest's own last progress column: see finish
+        elif self.done[group] == self.total.get(group) or now - self.printed >= EVERY_SECONDS:
+            self.printed = now
+            self._print(self.line(now))
+
+    def finish(self) -> None:
+        """The line of the last test, printed when the test loop has ended: pytest writes
+        its final progress column then, and the line goes below it."""
+        if self.last:
+            self._print(self.last, column=False)
+            self.last = None
+
+    def line(self, now: float) -> str:
+        done, total = sum(self.done.values()), sum(self.total.values())
+        elapsed = now - self.started
+        left = f"~{_clock(elapsed * (total - done) / done)} left" if done else "time left unknown"
+        groups = ", ".join(f"{g} {self.done.get(g, 0)}/{self.total[g]}" for g in [SUITE, *self.artifacts]
+                           if g in self.total)
+        return f"laya_qual progress: {done}/{total} tests, {_clock(elapsed)} elapsed, {left} ({groups})"
+
+    def _end_row(self, column: bool) -> bool:
+        """Finish the terminal's row of test results as pytest does at the screen's edge
+        (its progress column, then a newline), so the progress line below breaks neither
+        the row nor the column; False when that cannot be done (no terminal reporter)."""
+        tr = self.config.pluginmanager.getplugin("terminalreporter")
+        writer = getattr(tr, "_tw", None)
+        if writer is None or not hasattr(writer, "width_of_current_line"):
+            return False
+        if writer.width_of_current_line:
+            if column and getattr(tr, "_show_progress_info", False):
+                tr._write_progress_information_filling_space()
+            writer.line()
+        return True
+
+    def _print(self, line: str, column: bool = True) -> None:
+        end = "\n"
+        if self.config.get_verbosity() > 0:  # a test's line is ended when the next one starts
+            line, end = f"\n{line}", ""
+        elif not self._end_row(column):
+            line = f"\n{line}"  # its own line, even in the middle of a row of dots
+        capture = self.config.pluginmanager.getplugin("capturemanager")
+        if capture is None:
+            print(line, end=end, file=sys.stderr, flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            print(line, end=end, file=sys.stderr, flush=True)

@@ -1,0 +1,231 @@
+"""Human views of a report: a terminal table, release-note markdown, and the claims
+catalogue page. Failures come first, because that is what a reader must see."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from laya_qual.claims import Claim
+from laya_qual.measure.suite_figures import (coverage_line, kill_rate_line, mutant_sample_headline, project_tests_figure,
+                                    traceability_line)
+from laya_qual.report.model import FAILED, NOT_EVALUATED, PASSED
+
+_ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
+DEV_KEY_NOTE = "signed with a laya-qual DEVELOPMENT key: for local checks only, not a release report"
+
+
+def _dev_key(p: dict) -> bool:
+    return bool(p.get("signing", {}).get("developmentKey"))
+
+
+def _digests(subject: dict) -> str:
+    """A subject's digest set as ``algorithm:value`` pairs (dirHash, gitCommit, ...)."""
+    return " ".join(f"{alg}:{value}" for alg, value in sorted(subject["digest"].items()))
+
+
+def failures_first(claims: list[dict]) -> list[dict]:
+    return sorted(claims, key=lambda c: _ORDER.get(c["verdict"], -1))
+
+
+def evidence_line(claim: dict) -> str:
+    if not claim["evidence"]:
+        return "no test ran"
+    counts = Counter(e["outcome"] for e in claim["evidence"])
+    parts = [f"{n} {outcome}" for outcome, n in sorted(counts.items())]
+    examples = sum(e.get("hypothesis", {}).get("examples", 0) for e in claim["evidence"])
+    if examples:
+        parts.append(f"{examples} Hypothesis examples")
+    measured = sum(bool(e.get("benchmark", {}).get("measured")) for e in claim["evidence"])
+    if measured:
+        parts.append(f"{measured} benchmark(s)")
+    return ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _counts(p: dict) -> str:
+    c = p["counts"]
+    return f"{c[PASSED]} passed, {c[FAILED]} failed, {c[NOT_EVALUATED]} not evaluated of {len(p['claims'])} claims"
+
+
+def _environment(p: dict) -> str:
+    env = p["environment"]
+    gpu = env["gpu"]["name"] if env.get("gpu") else "none"
+    git = env.get("git") or {}
+    commit = f", git {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}" if git else ""
+    return (f"python {env['python']}, torch {env['packages'].get('torch')}, cpu {env['cpu']['model']} "
+            f"({env['cpu']['logical_cores']} cores), gpu {gpu}, device {env['device']}, "
+            f"threads {env['threads']['intra_op']}/{env['threads']['inter_op']}{commit}")
+
+
+def _figures(extra: dict, prefix: str = "") -> list[str]:
+    """Scalar figures as k=v (dicts flattened, floats to 4 digits); lists and nulls stay in the bundle."""
+    out = []
+    for k, v in extra.items():
+        if isinstance(v, dict):
+            out += _figures(v, f"{prefix}{k}.")
+        elif v is not None and not isinstance(v, list):
+            out.append(f"{prefix}{k}={v:.4g}" if isinstance(v, float) else f"{prefix}{k}={v}")
+    return out
+
+
+def _benchmark_row(b: dict) -> tuple[str, str, str, str]:
+    return b["test"], duration(b["median"]), str(b["rounds"]), ", ".join(_figures(b.get("extraInfo", {})))
+
+
+def text(laya: dict, path: str, signature: str) -> str:
+    """Terminal summary; ``signature`` says whether (and with what key) it was verified."""
+    p = laya["predicate"]
+    claims = failures_first(p["claims"])
+    width = max(len(c["id"]) for c in claims)
+    lines = [f"laya-qual report {path}", f"  result    {p['result']}  ({_counts(p)})",
+             f"  signature {signature}",
+             f"  run       {p['invocation']['finishedOn']}; {_environment(p)}",
+             f"  seed      {p['hypothesis']['reproduce']}"]
+    if _dev_key(p):
+        lines.insert(3, f"  WARNING   {DEV_KEY_NOTE}")
+    lines += [f"  subject   {s['name']}  {_digests(s)}" for s in laya["subject"]]
+    lines += kill_rate_line(p)
+    lines += coverage_line(p)
+    lines += traceability_line(p)
+    lines += ["", f"  {'CLAIM':<{width}}  {'VERDICT':<13}  EVIDENCE"]
+    lines += [f"  {c['id']:<{width}}  {c['verdict']:<13}  {evidence_line(c)}" for c in claims]
+    if p["benchmarks"]:
+        lines += ["", "  BENCHMARK (median, rounds, extra)"]
+        lines += [f"  {t}  {m}  {r} rounds  {e}".rstrip() for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
+    lines += ["", "  scope: " + p["scope"]["statement"]]
+    return "\n".join(lines) + "\n"
+
+
+def verdict(laya: dict, path: str, signature: str, verify: str) -> str:
+    """The closing block ``laya-qual run`` and ``merge`` print after everything else (the
+    claims table and the benchmark figures scroll away above it): the result and claims
+    counted, failed claims by id, the signature, where the bundle is and how to verify it,
+    and a development key's warning last."""
+    p = laya["predicate"]
+    failed = [c["id"] for c in p["claims"] if c["verdict"] == FAILED]
+    lines = ["", "== laya-qual verdict ==", f"result    {p['result']}  ({_counts(p)})"]
+    lines += [f"failed    {', '.join(failed)}"] if failed else []
+    lines += [f"signature {signature}", f"bundle    {path}", f"verify    {verify}"]
+    lines += [f"WARNING   {DEV_KEY_NOTE}"] if _dev_key(p) else []
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(laya: dict, bundle_name: str, signature: str) -> str:
+    """Release-note summary: signature status, claims table (failures first), scope,
+    subjects, how to verify."""
+    p = laya["predicate"]
+    out = [f"## Qualification report: {p['result']}", "", f"**Signature:** {_cell(signature)}.", ""]
+    if _dev_key(p):
+        out += [f"**Warning:** {DEV_KEY_NOTE}", ""]
+    out += [
+           f"{_counts(p)}. Produced {p['invocation']['finishedOn']} with laya-qual "
+           f"{p['harness']['version']}; {_environment(p)}. Hypothesis: `{p['hypothesis']['reproduce']}`.", "",
+           "| Claim | Verdict | Evidence |", "|---|---|---|"]
+    for c in failures_first(p["claims"]):
+        verdict = f"**{c['verdict']}**" if c["verdict"] != PASSED else c["verdict"]
+        out.append(f"| `{c['id']}` | {verdict} | {_cell(evidence_line(c))} |")
+    failed = [c for c in p["claims"] if c["verdict"] == FAILED]
+    if failed:
+        out += ["", "### Failed claims", ""]
+        for c in failed:
+            tests = ", ".join(f"`{e['test']}` ({e['outcome']})" for e in c["evidence"] if e["outcome"] != "passed")
+            out.append(f"- `{c['id']}`: {_cell(c['statement'])} Failing: {tests}")
+    kill = p.get("suite", {}).get("killRate")
+    if kill:
+        out += ["", "### Mutation-tested suite", "",
+                f"The suite that passed here kills {kill['killed']} of {kill['total']} seeded defects "
+                f"(catalogue sha256:`{kill['catalogueDigest'][:16]}`, Hypothesis seeds {kill['hypothesisSeeds']}; "
+                "docs/mutation.md)."]
+        out += [f"- {what} `{d}`" for what, key in (("Survived:", "survivors"), ("Probabilistic:", "probabilistic"),
+                                                   ("Killed by timeout:", "timeouts")) for d in kill[key]]
+    sampled = p.get("suite", {}).get("mutantSample")
+    if sampled:
+        headline = mutant_sample_headline(sampled)
+        out += ["", "### Sampled automatic mutants", "",
+                f"{headline[0].upper()}{headline[1:]}, drawn without choice (docs/mutation.md)."]
+        out += [f"- {part}: {f['killed']} of {f['total']}, lower bound {f['lowerBound95']:.1%}"
+                for part, f in sampled.get("parts", {}).items() if f["total"]]
+        second = project_tests_figure(sampled)
+        if second:
+            out += ["", f"A second figure, {second}."]
+        out += [f"- Survived: `{key}`" for key in sampled["survivors"]]
+        out += [f"- Equivalent: `{key}`: {reason}" for key, reason in sampled["equivalents"].items()]
+    if p.get("suite", {}).get("coverage"):
+        out += ["", "### Coverage of the code by the suite", "", "```", *coverage_line(p), "```"]
+    if p.get("suite", {}).get("traceability"):
+        out += ["", "### Documented fields and rules held by tests", "", "```", *traceability_line(p), "```"]
+    if p["benchmarks"]:
+        out += ["", "### Benchmarks", "", "| Benchmark | Median | Rounds | Extra |", "|---|---|---|---|"]
+        out += [f"| `{t}` | {m} | {r} | {_cell(e)} |" for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
+    out += ["", "### Scope", "", p["scope"]["statement"], ""]
+    out += [f"- Not qualified: {item}" for item in p["scope"]["notQualified"]]
+    out += ["", "### Subjects", "", "| Subject | Digests |", "|---|---|"]
+    out += [f"| `{s['name']}` | `{_digests(s)}` |" for s in laya["subject"]]
+    out += ["", "### How to verify", "", "Offline, with the release's public key:", "", "```",
+            f"laya-qual verify {bundle_name} --public-key RELEASE_KEY.pub --require-result PASSED [--artifact DIR ...]", "```",
+            "", "The bundle is DSSE (Ed25519) around in-toto Statement v1, so securesystemslib's "
+            "`Envelope.verify` also checks it; see docs/report-format.md.", ""]
+    return "\n".join(out)
+
+
+def claims_markdown(catalogue: Mapping[str, Claim]) -> str:
+    """docs/claims.md, generated (a test keeps the committed file equal to this)."""
+    out = ["# Claims catalogue", "",
+           "Generated from `laya_qual.claims` by `laya-qual claims --markdown`; do not edit by hand.",
+           "", "A report lists every claim below with a verdict: `failed` if any test carrying it "
+           "failed, `passed` if one passed and none failed, `not evaluated` if none ran (or all were "
+           "skipped or unmeasured). A claim is never passed by default.", "",
+           "Mutation-tested suite: `laya-qual mutate` runs the suite against every seeded defect of "
+           "`laya_qual.measure.defects` and reports the kill rate per area; `laya-qual run --kill-rate FILE` "
+           "signs it into the report as `suite.killRate` (docs/mutation.md).", ""]
+    areas: dict[str, list[Claim]] = {}
+    for claim in catalogue.values():
+        areas.setdefault(claim.area, []).append(claim)
+    for area, claims in areas.items():
+        out += [f"## {area}", "", "| Claim | Statement |", "|---|---|"]
+        out += [f"| `{c.id}` | {_cell(c.statement)} |" for c in claims]
+        out.append("")
+    out += ["## Verdict stability", "", *VERDICT_STABILITY, ""]
+    out += ["## Shipped but not a claim", "", "| Behaviour | Why it is not a suite claim |", "|---|---|"]
+    out += [f"| {what} | {_cell(why)} |" for what, why in OUT_OF_SCOPE]
+    out.append("")
+    from laya_qual.measure.traceability import matrix_markdown
+
+    out += matrix_markdown()
+    return "\n".join(out)
+
+
+# Measured, not derived: update it when the figure is measured again.
+VERDICT_STABILITY = (
+    "Every claim's verdict must not depend on the Hypothesis seed. Measured on the correct "
+    "runtime, 2026-11-30: the whole suite (`pytest -p laya_qual --laya-qualify -n 2`, profile "
+    "`laya-qual`, 12 examples) under 20 seeds (5000-5019): 19 green, 1 red. The red one and the "
+    "one CI drew before it were flaws of the tests, not of the runtime, and are fixed with their "
+    "cases as explicit examples: `heads.parity.int8` measured SQNR on centred served scores, which "
+    "have no floor when two options are near-identical (now on the readout rows); "
+    "`learner.oracle.update`'s float32 gradient bound had no absolute floor for a cancelling bias "
+    "gradient, and drew subnormal token weights. The tolerance-bound claims (forward, heads, "
+    "learner oracle, certification, finite, limits, jsonl) then passed under "
+    "`--laya-profile laya-qual-thorough` (200 examples where a test sets no count of its own). "
+    "How to measure again: docs/mutation.md, \"Verdict stability\".",
+)
+
+# Behaviour the distribution ships that no claim vouches for, and why (tested in tests/).
+OUT_OF_SCOPE = (
+    ("`laya base import`",
+     "A qualification run has no Hugging Face source directory to re-import from. The imported "
+     "base is an artifact like any other: `forward.reference.encoder`, `forward.transformers.bert`, "
+     "the pins and the report's subject digest judge it. The importer's byte-for-byte "
+     "reproducibility and its refusals are tested in tests/real."),
+)
