@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, Verbosity, settings
 from laya_qual.plugin import selection
 from laya_qual.claims import CLAIMS
 from laya_qual.plugin.evidence import attach_claims
+from laya_qual.plugin.items import claim_ids, is_benchmark, keep_only
 
 PROFILE, THOROUGH = "laya-qual", "laya-qual-thorough"
 SEED_INPUT = "laya_hypothesis_seed"  # xdist workerinput key: workers re-parse only the command line
@@ -237,31 +238,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             f"hypothesis seed {seed if seed is not None else 'random (see failures)'}")
 
 
-def claim_ids(item: pytest.Item) -> list[str]:
-    """The claim ids a test vouches for, in marker order."""
-    ids: list[str] = []
-    for mark in item.iter_markers("laya_claim"):
-        ids.extend(mark.args)
-    return ids
-
-
-def is_benchmark(item: pytest.Item) -> bool:
-    return "benchmark" in getattr(item, "fixturenames", ())
-
-
 def _select_benchmarks(config: pytest.Config, items: list[pytest.Item]) -> None:
     mode = config.getoption("laya_benchmarks")
     if mode == "include":
         return
-    _keep_only(config, items, lambda item: is_benchmark(item) == (mode == "only"))
-
-
-def _keep_only(config: pytest.Config, items: list[pytest.Item], wanted) -> None:
-    """Deselect (not skip) the items that are not wanted, as `-k` does."""
-    dropped = [i for i in items if not wanted(i)]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = [i for i in items if wanted(i)]
+    keep_only(config, items, lambda item: is_benchmark(item) == (mode == "only"))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -301,4 +282,4 @@ def _select_claims(config: pytest.Config, items: list[pytest.Item]) -> None:
     from laya_qual.measure.mutation import matches
 
     patterns = [p.strip() for p in config.getoption("laya_claims").split(",") if p.strip()]
-    _keep_only(config, items, lambda item: matches(claim_ids(item), patterns))
+    keep_only(config, items, lambda item: matches(claim_ids(item), patterns))

@@ -37,7 +37,7 @@ def describe(config: pytest.Config, item: pytest.Item, artifact_ids: dict) -> di
     """One test as a plan lists it: its claims, the artifact it runs on (None: not
     artifact-facing) and how often it runs, and whether it is a benchmark."""
     from laya_qual.plugin.fixtures import once_per
-    from laya_qual.plugin.hooks import claim_ids, is_benchmark
+    from laya_qual.plugin.items import claim_ids, is_benchmark
 
     callspec = getattr(item, "callspec", None)
     artifact = callspec.params.get("qualified_artifact") if callspec else None
@@ -49,7 +49,7 @@ def describe(config: pytest.Config, item: pytest.Item, artifact_ids: dict) -> di
 
 def record(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Take the selection, keep this shard's part of it, and write the plan if asked."""
-    from laya_qual.plugin.hooks import _keep_only, claim_ids
+    from laya_qual.plugin.items import claim_ids, keep_only
     from laya_qual.plugin.shards import ShardError, assign, parse_shard, read_durations
 
     artifact_ids = _artifact_ids(config)
@@ -67,7 +67,7 @@ def record(config: pytest.Config, items: list[pytest.Item]) -> None:
             mine = {t for t, k in assigned.items() if k == index}
             chosen["shard"] = {"index": index, "count": count, "durationsDigest": durations_digest,
                                "tests": sorted(t for t in chosen["tests"] if t in mine)}
-            _keep_only(config, items, lambda item: described[item]["test"] in mine)
+            keep_only(config, items, lambda item: described[item]["test"] in mine)
     except ShardError as e:
         raise pytest.UsageError(str(e)) from None
     plan = config.getoption("laya_plan", None)
@@ -75,7 +75,7 @@ def record(config: pytest.Config, items: list[pytest.Item]) -> None:
         kept = [described[item] for item in items if claim_ids(item)]
         Path(plan).write_text(json.dumps({"tests": kept, "shard": chosen["shard"] and {
             k: v for k, v in chosen["shard"].items() if k != "tests"}}, indent=1) + "\n")
-        _keep_only(config, items, lambda item: False)
+        keep_only(config, items, lambda item: False)
     config.stash[SELECTION] = chosen
     if hasattr(config, "workeroutput"):
         config.workeroutput[WORKER_KEY] = chosen
