@@ -2,8 +2,8 @@
 
 Every import statement of every module is read with ``ast`` (function-level imports
 too: a lazy import is still a dependency), relative imports resolved, and each
-module's room checked against what that room may import. Every runtime module must
-belong to exactly one room, so a new module has to be placed before it can land.
+module's folder checked against what that folder may import. Every module must belong to
+a folder of ``MAY_IMPORT``, so a new module has to be placed before it can land.
 """
 
 from __future__ import annotations
@@ -19,18 +19,35 @@ from laya_qual.claims import CLAIMS
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"laya": ROOT / "laya", "laya_qual": ROOT / "plugins" / "laya_qual"}
 
-# The runtime's rooms (docs/architecture.md): serving, training, evolution, command line.
-TRAINING = {"laya.training", "laya.training.calibration", "laya.training.dataset", "laya.training.export", "laya.training.features", "laya.training.head_training",
-            "laya.training.pipeline", "laya.training.quantize", "laya.training.scoring", "laya.training.thresholds", "laya.training.train_cli"}
-SERVING = {"laya", "laya.artifact", "laya.serving", "laya.serving.adapters", "laya.artifact.manifest", "laya.artifact.atomic", "laya.serving.base", "laya.serving.batch", "laya.artifact.binding", "laya.serving.cache",
-           "laya.serving.cancel", "laya.serving.config", "laya.serving.encoder", "laya.errors", "laya.serving.finite", "laya.serving.gate",
-           "laya.serving.head_network", "laya.training.importer", "laya.interrupts", "laya.serving.jsonl", "laya.serving.loading", "laya.serving.rendering",
-           "laya.serving.request", "laya.artifact.text", "laya.artifact.weights"}
-COMMAND_LINE = {"laya.cli"}
+RUNTIME = {"laya", "laya.errors", "laya.interrupts", "laya.artifact", "laya.serving", "laya.training",
+           "laya.evolution", "laya.cli"}
+HARNESS_BASICS = {"laya_qual", "laya_qual.claims", "laya_qual.subjects"}
+# Each folder (a subpackage, or a top-level module) and the project folders it may import
+# besides itself (docs/architecture.md). Read top to bottom, nothing imports a folder below it.
+MAY_IMPORT = {
+    "laya.errors": set(),
+    "laya.interrupts": set(),
+    "laya.artifact": {"laya.errors"},
+    "laya.serving": {"laya.errors", "laya.artifact"},
+    "laya": {"laya.errors", "laya.serving"},  # the public face re-exports serving's names
+    "laya.training": {"laya", "laya.errors", "laya.artifact", "laya.serving"},
+    "laya.evolution": {"laya.errors", "laya.artifact"},  # bytes only: see EVOLUTION_MAY_USE
+    "laya.cli": RUNTIME - {"laya.cli"},
+    "laya_qual": set(),
+    "laya_qual.claims": set(),
+    "laya_qual.subjects": set(),
+    "laya_qual.measure": HARNESS_BASICS,
+    "laya_qual.report": {*HARNESS_BASICS, "laya_qual.measure", "laya.errors", "laya.artifact"},
+    "laya_qual.plugin": {*HARNESS_BASICS, "laya_qual.measure", "laya_qual.report", *RUNTIME - {"laya.cli"}},
+    "laya_qual.release": {*HARNESS_BASICS, "laya_qual.measure", "laya_qual.report", "laya_qual.plugin"},
+    "laya_qual.bench": {"laya", "laya.errors", "laya.serving"},
+    "laya_qual.cli": {*HARNESS_BASICS, "laya_qual.measure", "laya_qual.report", "laya_qual.plugin",
+                      "laya_qual.release", "laya.errors", "laya.artifact", "laya.interrupts"},
+}
 # What evolution may take from the rest of the runtime: its errors and the byte-level helpers.
-EVOLUTION_MAY_USE = {"laya", "laya.errors", "laya.artifact.atomic", "laya.artifact.binding"}
+EVOLUTION_MAY_USE = {"laya", "laya.errors", "laya.artifact", "laya.artifact.atomic", "laya.artifact.binding"}
 # What the report verifier may take from the runtime: no numerics, only errors and file writing.
-VERIFIER_MAY_USE = {"laya", "laya.errors", "laya.artifact.atomic"}
+VERIFIER_MAY_USE = {"laya", "laya.errors", "laya.artifact", "laya.artifact.atomic"}
 TEST_TOOLS = {"pytest", "hypothesis", "_pytest", "xdist", "pytest_benchmark"}
 ORACLE_LIBRARIES = {"scipy", "transformers"}  # the suite's independent references, never the runtime's
 # What `pip install laya-qual` leaves out (the qualify extra): the runtime imports none of it.
@@ -86,40 +103,41 @@ def reachable(start: str) -> set[str]:
     return seen
 
 
-def violations(rooms: set[str], allowed) -> list[str]:
-    return sorted(f"{m} imports {i}" for m in rooms & GRAPH.keys() for i in GRAPH[m] if not allowed(i))
+def folder_of(module: str) -> str | None:
+    """The folder of MAY_IMPORT a module sits in: a subpackage, or the top-level module itself."""
+    if module in MAY_IMPORT:
+        return module
+    package = ".".join(module.split(".")[:2])
+    return package if package in MAY_IMPORT else None
 
 
-def test_every_runtime_module_has_one_room():
-    evolution = {m for m in GRAPH if m.startswith("laya.evolution")}
-    runtime = {m for m in GRAPH if top(m) == "laya"}
-    rooms = [SERVING, TRAINING, COMMAND_LINE, evolution]
-    assert sorted(runtime - set().union(*rooms)) == [], "place the new module in a room (docs/architecture.md)"
-    assert sum(len(r) for r in rooms) == len(set().union(*rooms)), "a module sits in two rooms"
-    assert set().union(*rooms) <= runtime, "a room names a module that no longer exists"
+def project_imports(module: str) -> set[str]:
+    return {i for i in GRAPH[module] if top(i) in PACKAGES}
 
 
-def test_serving_imports_neither_training_nor_evolution_nor_the_plugin():
-    assert violations(SERVING, lambda i: i not in TRAINING and i not in COMMAND_LINE
-                      and not i.startswith("laya.evolution") and top(i) not in {"laya_qual", *TEST_TOOLS,
-                                                                                  *ORACLE_LIBRARIES}) == []
+def test_every_module_sits_in_a_folder_with_rules():
+    assert sorted(m for m in GRAPH if folder_of(m) is None) == [], "place the new module (docs/architecture.md)"
+    assert sorted(f for f in MAY_IMPORT if not any(folder_of(m) == f for m in GRAPH)) == [], \
+        "a rule names a folder that no longer exists"
 
 
-def test_training_imports_neither_evolution_nor_the_plugin():
-    assert violations(TRAINING, lambda i: i not in COMMAND_LINE and not i.startswith("laya.evolution")
-                      and top(i) not in {"laya_qual", *TEST_TOOLS, *ORACLE_LIBRARIES}) == []
+@pytest.mark.parametrize("folder", sorted(MAY_IMPORT))
+def test_a_folder_imports_only_the_folders_it_may(folder):
+    allowed = MAY_IMPORT[folder] | {folder}
+    assert sorted(f"{m} imports {i}" for m in GRAPH if folder_of(m) == folder
+                  for i in project_imports(m) if folder_of(i) not in allowed) == []
 
 
 def test_evolution_takes_only_errors_and_bytes_from_the_runtime():
-    evolution = {m for m in GRAPH if m.startswith("laya.evolution")}
-    assert violations(evolution, lambda i: (i.startswith("laya.evolution") or i in EVOLUTION_MAY_USE
-                                            or top(i) not in {"laya", "laya_qual", *TEST_TOOLS, *ORACLE_LIBRARIES})) == []
+    assert sorted(f"{m} imports {i}" for m in GRAPH if folder_of(m) == "laya.evolution"
+                  for i in project_imports(m) if folder_of(i) != "laya.evolution"
+                  and i not in EVOLUTION_MAY_USE) == []
 
 
 def test_the_runtime_imports_neither_the_plugin_nor_the_harness():
     """Serving installs the runtime without the qualify extra (docs/decisions.md)."""
-    runtime = {m for m in GRAPH if top(m) == "laya"}
-    assert violations(runtime, lambda i: top(i) not in {"laya_qual", *HARNESS_MODULES}) == []
+    assert sorted(f"{m} imports {i}" for m in GRAPH if top(m) == "laya" for i in GRAPH[m]
+                  if top(i) in {"laya_qual", *HARNESS_MODULES}) == []
 
 
 def import_cycles(modules: set[str]) -> list[list[str]]:
@@ -142,11 +160,12 @@ def reachable_in(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_runtime_modules_import_no_circle():
-    """A circle (laya.serving.batch <-> laya.serving.loading was one) means neither module can be read, tested or
-    changed alone; the module a circle passes through last sees the other half-initialised."""
-    packages = {module_name(p) for p in PACKAGES["laya"].rglob("__init__.py")}
-    assert import_cycles({m for m in GRAPH if top(m) == "laya"} - packages) == []
+def test_no_modules_import_each_other_round_in_a_circle():
+    """A circle (laya.serving.batch <-> laya.serving.loading, laya_qual.plugin.hooks <->
+    laya_qual.plugin.selection were two) means neither module can be read, tested or changed
+    alone; the module a circle passes through last sees the other half-initialised."""
+    packages = {module_name(p) for folder in PACKAGES.values() for p in folder.rglob("__init__.py")}
+    assert import_cycles(set(GRAPH) - packages) == []
 
 
 def test_the_report_verifier_needs_neither_pytest_nor_the_runtime():
