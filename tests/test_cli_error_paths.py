@@ -149,6 +149,7 @@ def test_merge_refuses_a_file_that_is_not_shard_evidence(tmp_path, text, why):
     refused(cli("merge", path, "--out", tmp_path / "r.jsonl"), 4, f"merge refused: {path}: {why}")
 
 
+@pytest.mark.slow
 def test_merge_refuses_the_evidence_of_an_unsharded_run(evidence, tmp_path):
     """Evidence without a shard (a plain --laya-evidence-out run) is not a shard of anything."""
     path = edited_evidence(evidence, tmp_path / "whole.json", lambda doc: doc["selection"].update(shard=None))
@@ -282,6 +283,7 @@ def test_run_later_shard_whose_suite_pass_fails(clean_env, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("extra", "status"), [(BOGUS, 4), ("--version", 0)])
 def test_run_plan_whose_collection_fails(clean_env, extra, status):
     """--plan collects the selection in a pytest of its own; when that fails, exit 1 says how to see why.
@@ -527,6 +529,7 @@ def test_merge_still_verifies_and_shows_its_report_when_the_durations_cannot_be_
     assert out.exists() and "WARNED" in result.stdout
 
 
+@pytest.mark.slow
 def test_laya_predict_into_a_full_disk_is_one_error_line(tmp_path):
     """Before: `laya predict > /dev/full` ended in an OSError traceback (and a second error at exit)."""
     from laya_qual.synth import write_artifact

@@ -128,6 +128,7 @@ def test_keygen_encrypts_only_with_the_password_from_the_environment(tmp_path, m
     assert load_pem_private_key(pem, password=b"s3cret") is not None
 
 
+@pytest.mark.slow
 @pytest.mark.laya_claim("report.signature")
 def test_verify_ok_and_wrong_key(real, tmp_path):
     bundle, _, public = real
@@ -207,6 +208,7 @@ def test_claims_markdown_is_docs_claims_md():
     assert all(f"`{cid}`" in result.output for cid in CLAIMS)
 
 
+@pytest.mark.slow
 def test_run_signs_verifies_and_summarizes(tmp_path, monkeypatch):
     """The main command end to end (suite deselected to stay fast): dev key made on
     first use, bundle written, verified, summarized; non-zero exit when pytest was."""

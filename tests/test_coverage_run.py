@@ -327,6 +327,7 @@ def test_green():
 """
 
 
+@pytest.mark.slow
 def test_each_test_run_is_recorded_by_the_node_id_pytest_takes_back(tmp_path):
     """A mutation stage names the tests it runs by node id; those of a class (a junit
     report's dotted ``classname`` cannot tell a class from a module) must come back as
@@ -408,6 +409,7 @@ def test_verdicts():
 """
 
 
+@pytest.mark.slow
 def test_report_carries_the_coverage_and_show_prints_it(tmp_path):
     from click.testing import CliRunner
 
@@ -440,6 +442,7 @@ def coverage_command(cwd: Path, *args: str, **env: str) -> subprocess.CompletedP
                           timeout=600)
 
 
+@pytest.mark.slow
 def test_a_partial_run_end_to_end(tmp_path):
     """laya-qual coverage --claims request.validation -n 0 on an isolated copy: the results
     name this code and the kept data file by sha256; the figure is partial, so a report
@@ -470,6 +473,7 @@ def test_a_partial_run_end_to_end(tmp_path):
         coverage(out, runtime=result["code"]["runtime"], harness=result["code"]["harness"])
 
 
+@pytest.mark.slow
 def test_a_coverage_run_past_its_timeout_gives_no_figure(tmp_path):
     """--timeout bounds the suite's run: two seconds do not see pytest start, so the run
     is stopped, no figure is written, and the error says why."""
@@ -480,6 +484,7 @@ def test_a_coverage_run_past_its_timeout_gives_no_figure(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_scoped_coverage_run_from_the_command_line_keeps_its_data_and_leaves_no_copy(tmp_path):
     """`laya-qual coverage --claims request.validation,cli.help` end to end (about twenty
     seconds): a partial figure of two claims' tests, what `laya --help` ran in its own
@@ -522,6 +527,7 @@ def _run_suite_leaving(pieces: dict[str | None, tuple[str, int]], seconds: float
     return run_suite
 
 
+@pytest.mark.slow
 def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monkeypatch):
     """What a subprocess wrote after pytest-cov's own combining (a data file beside the
     combined one) counts too: its line, and its test as one that started a subprocess; the
@@ -554,6 +560,7 @@ def test_a_run_is_measured_with_every_data_file_it_left_combined(tmp_path, monke
     assert not (tmp_path / "none.json").exists()
 
 
+@pytest.mark.slow
 def test_a_suite_red_under_coverage_gives_the_end_of_its_output(tmp_path, monkeypatch):
     """No figure, and the error ends with the last 2000 characters of the run's output (measure's docstring)."""
     from laya_qual.measure.mutation import RunResult
@@ -595,6 +602,7 @@ def _red_under_coverage_then(again: str, calls: list[dict]):
     return run_suite
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("again", ["passed", "failed"])
 def test_a_test_red_only_under_coverage_is_named_and_one_red_without_it_gives_no_figure(tmp_path, monkeypatch,
                                                                                        again):

@@ -63,6 +63,7 @@ def made(tmp_path_factory) -> dict[str, Path]:
     return {"head": head, "weightless": weightless, "base": base, "key": root / "key", "other": root / "other"}
 
 
+@pytest.mark.slow
 def test_artifact_paths_are_checked_before_collection(tmp_path, made):
     (tmp_path / "afile").write_text("x")
     q = "--laya-qualify"
@@ -88,6 +89,7 @@ def test_artifact_paths_are_checked_before_collection(tmp_path, made):
         f"ERROR: --laya-artifact {tmp_path / 'gone'}: no such directory")
 
 
+@pytest.mark.slow
 def test_report_path_and_key_are_checked_before_collection(tmp_path, made):
     (tmp_path / "afile").write_text("x")
     assert refused(tmp_path, "--laya-report", tmp_path) == (
@@ -104,6 +106,7 @@ def test_report_path_and_key_are_checked_before_collection(tmp_path, made):
         "add --laya-report PATH (or drop the key)")
 
 
+@pytest.mark.slow
 def test_a_claims_pattern_naming_no_claim_is_refused(tmp_path):
     assert refused(tmp_path, "--laya-claims", "cahce") == (
         "ERROR: --laya-claims cahce: matches no claim (did you mean cache?); see `laya-qual claims`")
@@ -136,6 +139,7 @@ def test_run_checks_its_options_before_pytest_starts(tmp_path, made):
     assert not (tmp_path / "reports").exists()  # nothing ran, nothing written
 
 
+@pytest.mark.slow
 def test_verify_require_claim_naming_no_claim_is_a_usage_error(tmp_path, made):
     """A misspelled --require-claim is a bad command line (2), not a rejected report (3)."""
     bundle = tmp_path / "r.intoto.jsonl"

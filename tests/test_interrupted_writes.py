@@ -147,6 +147,7 @@ def test_artifact_writer_leaves_no_temporary(launched):
     assert (artifact / "manifest.json").is_file() and hidden_siblings(artifact) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
 def test_train_export_interrupted_before_publishing(launched, sig):
     from laya.artifact.manifest import read_artifact_files

@@ -95,6 +95,7 @@ def whole_population():
     return population(installed_layout())
 
 
+@pytest.mark.slow
 def test_the_population_covers_every_module_but_the_excluded(whole_population):
     layout = installed_layout()
     files = {rel for rel, _ in module_files(layout)}
@@ -119,6 +120,7 @@ def test_a_sample_is_a_reproducible_uniform_draw(whole_population):
         sample(whole_population, 0, seed=1)
 
 
+@pytest.mark.slow
 def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_path):
     """Three mutants at once against request.validation's tests alone (a partial figure):
     one its covering tests kill, filed as equivalent by mistake; one on a line no process
@@ -174,6 +176,7 @@ def test_a_sampled_run_kills_by_covering_tests_and_sets_equivalents_apart(tmp_pa
     assert result["scope"] == ["request.validation"] and result["population"] == 3
 
 
+@pytest.mark.slow
 def test_a_sample_run_from_the_command_line_writes_its_results_and_leaves_no_copies(tmp_path, whole_population):
     """`laya-qual mutate --sample 1` end to end on one claim's tests (about half a minute):
     no equivalence file, the results (at the default path) name the draw, and the mutated
@@ -452,6 +455,7 @@ def test_covering_suite_tests_run_on_the_workers_and_budget_their_own_baseline_t
     assert (call["workers"], call["timeout"], call["tests"], call["seed"]) == (workers, timeout, ["s.py::a"], 7)
 
 
+@pytest.mark.slow
 def test_a_time_box_measures_the_first_drawn_mutants_and_says_so():
     """No mutant starts once the box has closed; every started one finishes; the figure is
     that of the first K drawn, which is the sample --sample K draws with the same seed."""
@@ -504,6 +508,7 @@ def test_the_summary_counts_each_status_and_rounds_rates_to_four_places_and_boun
     assert summarize(records)["rate"] == 0.4286
 
 
+@pytest.mark.slow
 def test_a_closed_time_box_is_said_before_the_figure():
     """The summary a time-boxed run prints names the box and how many of the drawn it measured,
     so a partial figure is never read as the whole sample's."""
@@ -543,6 +548,7 @@ def test_a_time_box_that_closes_before_any_mutant_starts_is_an_error_naming_it()
         run.run()
 
 
+@pytest.mark.slow
 def test_a_project_test_run_past_its_timeout_is_killed_with_its_process_group(tmp_path):
     """A mutant that makes a project test hang is a timeout, not a failure or a pass: the run
     is stopped at its budget, and the hung test's own child process goes with it."""
@@ -580,6 +586,7 @@ def test_a_project_test_run_past_its_timeout_is_killed_with_its_process_group(tm
     (("-k", "green", "--no-such-option"), "failed", 4),  # a usage error is no pass
     (("-k", "red"), "failed", 1),
 ])
+@pytest.mark.slow
 def test_a_project_test_run_passes_on_status_0_or_5_only(tmp_path, extra, outcome, status):
     """pytest's exit status decides: 0 (all passed) and 5 (no test selected) pass; a failure
     (1) and a usage error (4) are failures, the latter named by its status."""
@@ -620,6 +627,7 @@ def test_durations_path_in_a_process_coverage_does_not_follow():
 """
 
 
+@pytest.mark.slow
 def test_a_test_red_only_under_coverage_is_left_out_and_one_red_without_it_stops_the_run(tmp_path):
     """The baselines run under coverage. A project test red there but green run again
     without it leaves the baseline green, is named in ``leftOut`` and maps to no line (no
@@ -715,6 +723,7 @@ def _scheduling_only(drawn, time_box=None, earlier=None, equivalents=None):
     return run
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_what_was_measured_and_runs_the_rest_in_draw_order():
     """A time-boxed run measures the first two of five; resumed, only the other three run,
     the records stay in draw order, the earlier run is recorded, and the earlier records
@@ -741,6 +750,7 @@ def test_a_resumed_run_keeps_what_was_measured_and_runs_the_rest_in_draw_order()
     assert again.run()["mutants"] == result["mutants"] and again.ran == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field, value", [("sampleSeed", 2), ("population", 6), ("hypothesisSeed", 8),
                                           ("code", {"runtime": "other"}), ("scope", ["cache.*"]),
                                           ("confirmWholeSuite", False), ("projectTests", True)])

@@ -205,6 +205,7 @@ def test_copies():
 """
 
 
+@pytest.mark.slow
 def test_report_carries_the_kill_rate_and_claims_select(tmp_path):
     from laya_qual.cli import main
     from click.testing import CliRunner
@@ -235,6 +236,7 @@ def test_report_carries_the_kill_rate_and_claims_select(tmp_path):
     assert f"Sampled mutants: {headline}.<br>A second figure, {second}." in html.read_text()
 
 
+@pytest.mark.slow
 def test_mutate_kills_and_spares_on_a_tiny_selection(tmp_path):
     """Two defects against request.validation alone, in-process workers (about half a minute)."""
     out = tmp_path / "m.json"
@@ -316,6 +318,7 @@ def failing_run(tmp_path: Path, test: str, *options: str) -> str:
     ("test_crashes", 2, r"worker 'gw\d' crashed while running 'test_failing.py::test_crashes'"),
     ("test_passes", 0, None),
 ])
+@pytest.mark.slow
 def test_a_stage_keeps_what_its_first_failure_said(tmp_path, test, workers, said):
     """failure_excerpt reads a real pytest run's report of its first failure: an assertion's
     E lines and where it was raised; a fixture's error (the ERRORS section) likewise; an xdist

@@ -65,6 +65,7 @@ def test_heads_are_grouped_by_the_pins_of_their_base(heads):
     assert [sorted(g) for g in heads_by_base(pairs, heads["a"])] == [["a", "b", "c", "d"]]  # --laya-base: one
 
 
+@pytest.mark.slow
 def test_the_plan_lists_a_base_level_test_once_per_base(pytester, heads):
     plan = pytester.path / "plan.json"
     args = [a for n in "abcd" for a in ("--laya-artifact", heads[n])]

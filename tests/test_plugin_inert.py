@@ -65,6 +65,7 @@ def facts(pytester: pytest.Pytester, *args: str) -> dict:
     return json.loads((pytester.path / "facts.json").read_text())
 
 
+@pytest.mark.slow
 def test_loading_the_plugin_changes_nothing_for_other_tests(project):
     without = facts(project)
     with_plugin = facts(project, "-p", "laya_qual")
@@ -74,12 +75,14 @@ def test_loading_the_plugin_changes_nothing_for_other_tests(project):
     assert with_plugin["threads"] == 2
 
 
+@pytest.mark.slow
 def test_hypothesis_ci_profile_still_applies_under_ci(project, monkeypatch):
     monkeypatch.setenv("CI", "true")
     ci = facts(project, "-p", "laya_qual")
     assert ci["profile"] == "ci" and ci["derandomize"] is True and ci["deadline"] == "None"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("enabled_by", ["conftest", "addopts"])
 def test_laya_qualify_collects_the_suite_however_enabled(project, enabled_by):
     if enabled_by == "conftest":
@@ -94,6 +97,7 @@ def test_laya_qualify_collects_the_suite_however_enabled(project, enabled_by):
     assert "test_unrelated.py" not in collected  # the suite instead of the project's own tests
 
 
+@pytest.mark.slow
 def test_the_header_line_belongs_to_a_qualifying_run_only(project):
     """Loading the plugin leaves pytest's header as it was; a qualifying run adds its line
     (versions, the suite's profile, device, seed) to it."""
@@ -112,6 +116,7 @@ def test_laya_qualify_without_the_plugin_fails_loudly(project):
     result.stderr.fnmatch_lines(["*unrecognized arguments: --laya-qualify*"])
 
 
+@pytest.mark.slow
 def test_suite_profile_applies_to_suite_tests_with_their_own_overrides(project):
     """laya-qual (12 examples) for suite tests, laya-qual-thorough (200) on request; a
     suite test's own @settings(max_examples=40) stays 40 under either."""
@@ -130,6 +135,7 @@ def test_suite_profile_applies_to_suite_tests_with_their_own_overrides(project):
     assert thorough == {"test_cache_holds_copies": 200, "TestLruEviction::runTest": 40}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("flag", "says"), [
     ("--laya-kill-rate", "--laya-kill-rate goes into a signed report: it needs --laya-report"),
     ("--laya-evidence-in", "--laya-evidence-in merges into --laya-report or --laya-evidence-out: give one")])
@@ -139,6 +145,7 @@ def test_report_inputs_without_a_report_fail_loudly(project, flag, says):
     result.stderr.fnmatch_lines([f"*{says}*"])
 
 
+@pytest.mark.slow
 def test_hypothesis_verbosity_reaches_suite_tests(project):
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "-p", "laya_qual", "--laya-qualify", "-s",
                                           "--hypothesis-verbosity=verbose", "-k", "test_cache_holds_copies")

@@ -97,6 +97,7 @@ def test_an_unsigned_report_records_a_null_keyid_and_no_development_key(project)
     assert laya_predicate(project.path / "u.intoto.jsonl")["signing"] == {"keyid": None, "developmentKey": False}
 
 
+@pytest.mark.slow
 def test_a_suite_test_in_both_passes_is_merged_to_its_worse_outcome(project, tmp_path_factory):
     """A shipped suite test's node id (a path to the installed suite) is not its report id
     (laya_qual/suite/...): the two passes' records must still meet as one test, the worse

@@ -22,6 +22,8 @@ from email.parser import Parser
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
+
 from laya_qual import HARNESS, INSTALL_HARNESS
 from laya_qual.synth import write_artifact
 
@@ -121,6 +123,7 @@ def harness_loaded(probe_out: Path) -> dict[str, list[str]]:
     return {stage: sorted(set(loaded[stage]) & HARNESS_MODULES) for stage in ("after_import", "after_commands")}
 
 
+@pytest.mark.slow
 def test_the_runtime_installs_and_serves_without_the_harness(tmp_path):
     wheel = build_wheel(tmp_path)
     required = requirements(wheel)

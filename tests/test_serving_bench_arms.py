@@ -25,6 +25,7 @@ def small_arms(head_dir):
     return batch_arms({"h": head_dir}, requests=REQUESTS, batch_size=BATCH_SIZE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("peer", ["onnxruntime", "onnxruntime_sorted", "transformers", "transformers_sorted"])
 def test_each_peer_arm_gives_every_item_its_own_states_in_request_order(head_dir, small_arms, peer):
     """Arrival order or length-sorted, each item's states are its own rows (its length, no

@@ -251,6 +251,7 @@ def test_plan_groups_artifacts_in_number_order_then_every_head_then_benchmarks()
                      "every head at once", "benchmarks (one runner, in-process)"]
 
 
+@pytest.mark.slow
 def test_run_plan_prints_the_estimate_of_its_selection_and_runs_nothing(tmp_path, monkeypatch):
     """`laya-qual run --plan` collects what `run` would run (extra pytest arguments included),
     prints the groups and the estimate, and writes no report; it takes no run option."""
@@ -269,6 +270,7 @@ def test_run_plan_prints_the_estimate_of_its_selection_and_runs_nothing(tmp_path
     assert refused.exit_code == 2 and "--plan runs nothing" in refused.output
 
 
+@pytest.mark.slow
 def test_the_ini_file_names_the_artifacts_to_qualify(tmp_path):
     """`laya_artifacts` in the ini file stands in for --laya-artifact: the suite's
     artifact-facing tests are planned on that artifact, not on the synthetic default."""
@@ -348,6 +350,7 @@ def test_every_workers_collection_is_counted_once(pytestconfig, monkeypatch):
     assert printed[0].startswith("laya_qual progress: 1/2 tests"), printed
 
 
+@pytest.mark.slow
 def test_run_shard_exits_0_once_its_evidence_is_complete(tmp_path, monkeypatch):
     """`laya-qual run --shard 2/2` (not the benchmark shard) through the command line: exit 0 with
     its evidence written, though its selection ran no test; docs/laya-qual-cli.md's exit status."""

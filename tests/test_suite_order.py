@@ -2,7 +2,7 @@
 (the order a sampled mutant run's whole-suite stage uses). A test that depends on what ran
 before it turns a mutant's run red for no fault of the mutant's, and a kill counted from it
 overstates the suite. Two whole suite runs (6 minutes in all on 2 cores): marked
-``slow``, run by .ci/run after the README's test command (``pytest -m slow tests``)."""
+``slow``, run by .ci/run after the README's test command (``pytest -n 2 -m slow tests``)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LAYA_QUAL = str(Path(sys.executable).with_name("laya-qual"))
 TESTS = """
 import time
@@ -48,6 +50,7 @@ def pytest_run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_plugin_prints_its_verdict_after_the_benchmark_tables(tmp_path):
     cwd = project(tmp_path)
     proc = pytest_run(cwd, "--laya-report", "r.intoto.jsonl", "--laya-signing-key", "key")
@@ -61,6 +64,7 @@ def test_the_plugin_prints_its_verdict_after_the_benchmark_tables(tmp_path):
     assert re.fullmatch(r"=+ 13 passed in .* =+", tail[4]) and len(tail) == 5  # pytest's own last line
 
 
+@pytest.mark.slow
 def test_progress_lines_keep_the_rows_and_the_percent_column(tmp_path):
     cwd = project(tmp_path, FAST_PROGRESS)
     proc = pytest_run(cwd, "--laya-evidence-out", "e.json", "--laya-benchmarks", "exclude")
@@ -75,6 +79,7 @@ def test_progress_lines_keep_the_rows_and_the_percent_column(tmp_path):
     assert sum(line.count("[") for line in lines if "%]" in line) == 12  # no column written twice
 
 
+@pytest.mark.slow
 def test_run_ends_with_its_verdict(tmp_path):
     """`laya-qual run`: the claims table and benchmark figures first, the verdict block last."""
     cwd = project(tmp_path)

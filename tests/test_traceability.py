@@ -80,6 +80,7 @@ def test_an_id_written_twice_fails(broken_docs):
     "laya_qual/suite/test_train_dataset.py::TestNone::test_dataset_unknown_field_is_refused_by_name",  # no such class
     "laya_qual/suite/test_train_dataset.py",  # no test named
 ])
+@pytest.mark.slow
 def test_an_entry_naming_a_test_that_does_not_exist_fails(test_id):
     trace = copy.deepcopy(load_map())
     trace["ids"]["F-dataset.state"]["tests"].append(test_id)
@@ -109,6 +110,7 @@ def test_class_methods_and_project_tests_resolve(tmp_path):
     (lambda e: e.update(kind="rule"), "kind 'rule', but its prefix says 'field'"),
     (lambda e: e.update(doc="serving.md"), "the map says serving.md, it is written in training.md"),
 ])
+@pytest.mark.slow
 def test_a_malformed_entry_fails(change, problem):
     trace = copy.deepcopy(load_map())
     change(trace["ids"]["F-dataset.state"])
@@ -150,6 +152,7 @@ def test_passes():
 """
 
 
+@pytest.mark.slow
 def test_the_report_carries_the_figure(tmp_path):
     """A run's signed report carries suite.traceability as computed from the shipped map,
     and laya-qual show prints its line."""

@@ -24,6 +24,7 @@ def workspace(tmp_path_factory):
     return prepare(Experiment(), tmp_path_factory.mktemp("faults"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("phase, fault", CELLS, ids=[f"{p}-{f}" for p, f in CELLS])
 def test_fault_cell(phase, fault, workspace, tmp_path):
     row = fault_cell(phase, fault, workspace, tmp_path)

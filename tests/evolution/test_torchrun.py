@@ -48,6 +48,7 @@ def _torchrun(tmp_path, layout: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["appended", "fixed-tail"])
 def test_torchrun_is_bitwise_the_in_process_group(tmp_path, group, layout):
     launched = _torchrun(tmp_path, layout)
@@ -71,6 +72,7 @@ LAUNCHED = {"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_
     pytest.param(LAUNCHED, ["--device", "cuda"], "Invalid value for --device: device cuda: torch",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
 ], ids=["world-2", "no-torchrun", "no-cuda"])
+@pytest.mark.slow
 def test_wrong_launch_is_a_named_error(tmp_path, env, args, says):
     clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     done = subprocess.run([sys.executable, "-m", "laya.evolution.run", "check", "--layout", "appended",
