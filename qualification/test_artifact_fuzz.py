@@ -29,7 +29,7 @@ def bound_s(qualified_artifact) -> float:
 
 # The artifact's JSON files that laya itself parses (the tokenizer is parsed by `tokenizers`):
 # artifact-v1 reads them as strict JSON, so a repeated key or a value no finite JSON number
-# spells (NaN, Infinity, 1e999, a number past 4300 digits) is refused wherever it appears.
+# spells (NaN, Infinity, 1e999, 1e-999, a number past 4300 digits) is refused wherever it appears.
 STRICT_JSON_ROLES = ("manifest", "encoder_config", "special_tokens", "sequence_format", "head_config")
 
 
@@ -39,6 +39,8 @@ BOUNDARY_EDITS = {
     "repeated key": ("encoder_config", lambda doc: JsonEdit(("hidden_size",), "duplicate", doc["hidden_size"])),
     "NaN constant": ("head_config", lambda doc: JsonEdit(("tasks", 0, "temperature"), "replace", Raw("NaN"))),
     "1e999 parses to infinity": ("head_config", lambda doc: JsonEdit(("tasks", 0, "temperature"), "replace", Raw("1e999"))),
+    "1e-999 underflows to zero": ("head_config",
+                                  lambda doc: JsonEdit(("tasks", 0, "act_threshold"), "replace", Raw("1e-999"))),
     "integer beyond float range": ("head_config",
                                    lambda doc: JsonEdit(("tasks", 0, "act_threshold"), "replace", Raw("-" + "9" * 400))),
     "integer past 4300 digits": ("encoder_config", lambda doc: JsonEdit(("num_hidden_layers",), "replace", Raw("9" * 5000))),

@@ -11,6 +11,7 @@ laya.artifact.binding's canonical JSON.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -134,13 +135,28 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON (strict JSON has no NaN or Infinity)")
 
 
+_NONZERO_DIGIT = re.compile(r"[1-9]")
+
+
+def _exact_float(literal: str) -> float:
+    """Refuse a number that a float cannot hold: silently reading 1e999 as infinity or
+    1e-999 as zero would load a value the file does not say."""
+    value = float(literal)
+    if math.isinf(value):
+        raise ValueError(f"{literal[:40]} overflows a float to infinity")
+    if value == 0.0 and _NONZERO_DIGIT.search(literal.lower().partition("e")[0]):
+        raise ValueError(f"{literal[:40]} underflows a float to zero")
+    return value
+
+
 def loads_json_object(data: bytes, path: str) -> dict[str, Any]:
     """A JSON object from UTF-8 bytes, or ArtifactError naming ``path``."""
     try:
-        obj = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        obj = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant,
+                         parse_float=_exact_float)
     except RecursionError:
         raise ArtifactError("JSON nested deeper than the parser's recursion limit", file=path) from None
-    except ValueError as exc:  # bad UTF-8 or JSON, a duplicate key, NaN, a number too long to convert
+    except ValueError as exc:  # bad UTF-8 or JSON, a duplicate key, NaN, a float out of range, a number too long
         raise ArtifactError(f"not valid strict UTF-8 JSON ({exc})", file=path) from None
     if not isinstance(obj, dict):
         raise ArtifactError("top level must be a JSON object", file=path)

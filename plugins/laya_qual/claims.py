@@ -105,7 +105,7 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "replaced by other types or extremes, deleted and repeated keys, safetensors header edits), is "
           "refused with a LayaError subclass or loads and serves probabilities that are finite, within "
           "[0, 1], sum to 1 and are bitwise equal standalone and shared. A repeated key or a number no "
-          "finite JSON number spells (NaN, 1e999, past 4300 digits) in laya's own JSON is always "
+          "finite JSON number spells (NaN, 1e999, 1e-999, past 4300 digits) in laya's own JSON is always "
           "refused, as is each named boundary edit, naming the file. Every example answers within 20x "
           "the clean artifact's load-and-serve time (at least 5 s)."),
     Claim("artifact.parse-hashed",
