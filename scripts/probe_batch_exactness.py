@@ -8,17 +8,17 @@ the same sequence computed alone, with ``torch.equal``, and prints which lengths
 then, for every linear kernel the packed forward uses (``laya.serving.encoder.OneDnnLinear``
 on a CPU: the fused query/key/value projection, GELU fused, residual add fused; and
 ``AtenLinear``'s ``F.linear`` for other devices), which row counts change a row's bits,
-which is what laya's packing (whole blocks of ``laya.serving.encoder.ROW_QUANTUM`` rows per
+which is what laya's packing (whole blocks of each kernel's ``quantum`` rows per
 sequence) avoids; and whether the grouped attention (one
 ``scaled_dot_product_attention`` call over the sequences of one width, padded to whole
-blocks of ROW_QUANTUM rows and masked) gives a sequence the same bits in a group of B
+blocks of the CPU's quantum and masked) gives a sequence the same bits in a group of B
 as alone.
 
     .venv/bin/python scripts/probe_batch_exactness.py [--max-length 40] [--hidden 384]
         [--heads 12] [--intermediate 1536] [--max-rows 700] [--quantum Q]
 
---quantum Q asks the same of blocks of Q rows (default: laya's ROW_QUANTUM): which
-multiples of Q change a row's bits, and whether attention over groups padded to whole
+--quantum Q asks the same of blocks of Q rows (default: each kernel's own ``quantum``, and
+the CPU's for attention): which multiples of Q change a row's bits, and whether attention over groups padded to whole
 blocks of Q keeps them. A smaller quantum wastes fewer rows, but only one the probe finds
 no differing row for may be used, and using it makes a new kernel identity.
 """
@@ -30,7 +30,7 @@ import argparse
 import torch
 from torch.nn import functional as F
 
-from laya.serving.encoder import ROW_QUANTUM, AtenLinear, OneDnnLinear
+from laya.serving.encoder import AtenLinear, OneDnnLinear, row_quantum
 
 
 def linear_ways(weight: torch.Tensor, bias: torch.Tensor) -> dict:
@@ -61,7 +61,7 @@ def differing_lengths(batched, single, make, lengths, batch_sizes) -> tuple[int,
     return bad, rows, sorted(lengths_with_a_difference)
 
 
-def rows_that_change_bits(kernel, d_in: int, d_out: int, max_rows: int, quantum: int = ROW_QUANTUM) -> list[int]:
+def rows_that_change_bits(kernel, d_in: int, d_out: int, max_rows: int, quantum: int) -> list[int]:
     """Row counts M for which ``kernel`` (x, layer, residual) over M rows gives some row other
     bits than the same row in an 8192-row call (32 sequences of 256 tokens): every count
     1..max_rows, then every 37th multiple of ``quantum`` up to 8192. The counts a packing
@@ -74,22 +74,24 @@ def rows_that_change_bits(kernel, d_in: int, d_out: int, max_rows: int, quantum:
 
 
 def linear_kernels(hidden: int, intermediate: int) -> dict:
-    """name -> (kernel(x, layer, residual), d_in, d_out): each linear kernel of the packed
-    forward at the shape it runs at."""
+    """name -> (kernel(x, layer, residual), d_in, d_out, its quantum): each linear kernel of
+    the packed forward at the shape it runs at."""
     found = {}
     for kernels in (AtenLinear, OneDnnLinear) if torch.backends.mkldnn.is_available() else (AtenLinear,):
         found[f"{kernels.__name__}.linear (q, k, v fused: {hidden}->{3 * hidden})"] = (
-            lambda x, layer, _, k=kernels: k.linear(x, layer.weight, layer.bias), hidden, 3 * hidden)
+            lambda x, layer, _, k=kernels: k.linear(x, layer.weight, layer.bias), hidden, 3 * hidden, kernels.quantum)
         found[f"{kernels.__name__}.linear_gelu ({hidden}->{intermediate})"] = (
-            lambda x, layer, _, k=kernels: k.linear_gelu(x, layer.weight, layer.bias), hidden, intermediate)
+            lambda x, layer, _, k=kernels: k.linear_gelu(x, layer.weight, layer.bias), hidden, intermediate,
+            kernels.quantum)
         for d_in in (hidden, intermediate):  # the attention output, the FFN output
             found[f"{kernels.__name__}.linear_add ({d_in}->{hidden}, + residual)"] = (
-                lambda x, layer, residual, k=kernels: k.linear_add(x, layer.weight, layer.bias, residual), d_in, hidden)
+                lambda x, layer, residual, k=kernels: k.linear_add(x, layer.weight, layer.bias, residual), d_in, hidden,
+                kernels.quantum)
     return found
 
 
 def grouped_attention_differences(lengths, batch_sizes, heads: int, d: int,
-                                  quantum: int = ROW_QUANTUM) -> tuple[int, int, list[int]]:
+                                  quantum: int) -> tuple[int, int, list[int]]:
     """Rows of a sequence attended in a group of B (padded and masked to its width, as
     laya.serving.encoder.SelfAttention.packed does) that differ from the sequence attended alone."""
     def attend(group: list[torch.Tensor], width: int) -> torch.Tensor:
@@ -124,7 +126,7 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--intermediate", type=int, default=1536)
     parser.add_argument("--max-rows", type=int, default=700)
-    parser.add_argument("--quantum", type=int, default=ROW_QUANTUM, help="the row block to probe")
+    parser.add_argument("--quantum", type=int, help="the row block to probe (default: each kernel's own)")
     args = parser.parse_args()
     torch.manual_seed(0)
     lengths, batch_sizes = range(1, args.max_length + 1), (2, 8, 32)
@@ -141,14 +143,16 @@ def main() -> None:
         bad, rows, where = differing_lengths(scores, scores, lambda b, n: torch.randn(b, args.heads, n, d),
                                              lengths, batch_sizes)
         print(f"attention scores [B, heads, n, d] vs [heads, n, d]: {bad}/{rows} differ; lengths: {where}")
-        bad, rows, where = grouped_attention_differences(lengths, batch_sizes, args.heads, d, args.quantum)
-        print(f"grouped attention (sdpa, {args.quantum}-key blocks, masked) in a group of B vs alone: "
+        quantum = args.quantum or row_quantum("cpu")
+        bad, rows, where = grouped_attention_differences(lengths, batch_sizes, args.heads, d, quantum)
+        print(f"grouped attention (sdpa, {quantum}-key blocks, masked) in a group of B vs alone: "
               f"{bad}/{rows} rows differ; lengths: {where}")
-        for name, (kernel, d_in, d_out) in linear_kernels(args.hidden, args.intermediate).items():
-            changing = rows_that_change_bits(kernel, d_in, d_out, args.max_rows, args.quantum)
-            print(f"{name}: row counts (1..{args.max_rows}, then every {37 * args.quantum}th to 8192) whose rows differ "
+        for name, (kernel, d_in, d_out, own) in linear_kernels(args.hidden, args.intermediate).items():
+            quantum = args.quantum or own
+            changing = rows_that_change_bits(kernel, d_in, d_out, args.max_rows, quantum)
+            print(f"{name}: row counts (1..{args.max_rows}, then every {37 * quantum}th to 8192) whose rows differ "
                   f"from an 8192-row call: {changing}; "
-                  f"of them multiples of {args.quantum}: {[m for m in changing if m % args.quantum == 0]}")
+                  f"of them multiples of {quantum}: {[m for m in changing if m % quantum == 0]}")
 
 
 if __name__ == "__main__":

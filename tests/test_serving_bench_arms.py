@@ -54,9 +54,10 @@ def test_sorted_batches_are_longest_first_ties_in_arrival_order_cut_in_batch_siz
 
 
 def test_rows_count_tokens_laya_blocks_and_each_orders_padding():
-    """By hand: laya rounds each length up to 16-row blocks; a padded batch is its count x its longest."""
+    """By hand: laya rounds each length up to whole blocks of the CPU's quantum (oneDNN's 4 rows);
+    a padded batch is its count x its longest."""
     work = workload([3, 17, 5, 17, 1, 40, 5], batch_size=3)
-    assert work.rows() == {"tokens": 88, "laya_packed": 16 + 32 + 16 + 32 + 16 + 48 + 16,
+    assert work.rows() == {"tokens": 88, "laya_packed": 4 + 20 + 8 + 20 + 4 + 40 + 8,
                            "padded_arrival": 3 * 17 + 3 * 40 + 5, "padded_sorted": 3 * 40 + 3 * 5 + 1}
 
 
@@ -166,7 +167,8 @@ def test_an_empty_workload_or_batch_is_refused(head_dir, requests, batch_size):
 
 def test_a_bare_forward_that_predicts_differently_is_refused_before_timing(head_dir, monkeypatch):
     """The overhead benchmark's bare arm must predict bitwise what Adapters.predict does;
-    an encoder off by 1e-3 is refused by name, not timed."""
+    an encoder off by 1e-3 times each row's index is refused by name, not timed (a shift
+    alike for every row would move the options' logits alike, which the softmax undoes)."""
     from laya_qual.bench import serving_bench
 
     base = laya.load_artifact_base(head_dir)
@@ -176,7 +178,8 @@ def test_a_bare_forward_that_predicts_differently_is_refused_before_timing(head_
 
     class OffEncoder(serving_bench.Encoder):
         def forward(self, *args):
-            return super().forward(*args) + 1e-3
+            states = super().forward(*args)
+            return states + 1e-3 * torch.arange(len(states))[:, None]
 
     monkeypatch.setattr(serving_bench, "Encoder", OffEncoder)
     with pytest.raises(ArmsDisagree, match="Adapters.predict and the bare torch forward differ"):

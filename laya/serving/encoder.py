@@ -8,11 +8,13 @@ Head transformer layers reuse ``TransformerLayer`` (its plain forward: one seque
 Several sequences are encoded in one forward by packing their rows into one matrix
 (``Packing``): the linear layers, norms and GELU see every row at once, attention
 runs on each sequence's own rows. A sequence's states must not depend on what it was
-packed with, so each sequence occupies whole blocks of ``ROW_QUANTUM`` rows (rows of
-no token appended), which fixes two shapes for it (docs/serving.md):
+packed with, so each sequence occupies whole blocks of rows (rows of no token
+appended), the block being its linear kernels' ``quantum``, which fixes two shapes
+for it (docs/serving.md):
 
-- every GEMM runs on a multiple of ``ROW_QUANTUM`` rows: the CPU GEMM kernels give a
-  row bits that depend on the row count only for small counts;
+- every GEMM runs on a multiple of the quantum's rows: the GEMM kernels give a row
+  bits that depend on the row count only for small counts (oneDNN's on the CPU: a
+  count of 1);
 - sequences of the same padded width are attended together, one
   ``scaled_dot_product_attention`` call over a [count, heads, width, d] block with the
   padding masked, whose result for a sequence does not depend on the count.
@@ -35,9 +37,6 @@ from torch.nn import functional as F
 
 from laya.serving.cancel import CheckFn
 
-ROW_QUANTUM = 16
-
-
 @dataclass(frozen=True)
 class EncoderConfig:
     vocab_size: int
@@ -55,6 +54,7 @@ class AtenLinear:
     """The packed forward's linear layers as torch's own ops (any device)."""
 
     name = "aten"
+    quantum = 16  # off the CPU: on it, F.linear's bits change at row counts up to 192 (docs/serving.md)
 
     @staticmethod
     def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -75,6 +75,7 @@ class OneDnnLinear:
     uses the widest instructions the CPU has (docs/benchmarks.md measures both)."""
 
     name = "onednn"
+    quantum = 4  # its bits change with the row count at 1 row only (the probe, 1 and 2 threads)
 
     @staticmethod
     def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -97,10 +98,16 @@ def linear_kernels(device: torch.device) -> LinearKernels:
     return OneDnnLinear if device.type == "cpu" and torch.backends.mkldnn.is_available() else AtenLinear
 
 
+def row_quantum(device: str | torch.device) -> int:
+    """The rows of one packing block on ``device``: its linear kernels' quantum."""
+    return linear_kernels(torch.device(device)).quantum
+
+
 def kernel_identity(device: str | torch.device) -> str:
     """What fixes the bits of a packed forward besides the weights and the token ids: the
-    forward's version, its linear kernels on ``device`` and the row quantum."""
-    return f"laya-encoder-v3|{linear_kernels(torch.device(device)).name}|rows{ROW_QUANTUM}|float32"
+    forward's version, its linear kernels on ``device`` and their row quantum."""
+    kernels = linear_kernels(torch.device(device))
+    return f"laya-encoder-v3|{kernels.name}|rows{kernels.quantum}|float32"
 
 
 @dataclass(frozen=True)
@@ -114,11 +121,12 @@ class AttentionGroup:
 
 class Packing:
     """Where each sequence's rows sit in the packed matrix: sequences ordered by width (their
-    length rounded up to whole blocks of ROW_QUANTUM rows), each followed by rows of no token
-    up to its width, so every group of one width is a [count, width] block of rows."""
+    length rounded up to whole blocks of the device's row quantum), each followed by rows of
+    no token up to its width, so every group of one width is a [count, width] block of rows."""
 
     def __init__(self, lengths: Sequence[int], device: torch.device):
-        widths = [-(-n // ROW_QUANTUM) * ROW_QUANTUM for n in lengths]
+        quantum = row_quantum(device)
+        widths = [-(-n // quantum) * quantum for n in lengths]
         order = sorted(range(len(lengths)), key=widths.__getitem__)
         starts = dict(zip(order, accumulate((widths[i] for i in order), initial=0)))
         self.rows = sum(widths)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 import laya
-from laya.serving.encoder import ROW_QUANTUM, Encoder
+from laya.serving.encoder import Encoder, row_quantum
 from laya.errors import LayaError
 from laya_qual.bench.benchmarking import unique_tensor_bytes
 from laya_qual.synth.tokenizer import vocabulary_words
@@ -125,13 +125,15 @@ class BatchWorkload:
 
     def rows(self) -> dict[str, int]:
         """Rows one pass computes: the requests' tokens; laya's packed rows (each request
-        rounded up to whole blocks of ROW_QUANTUM rows); a padded peer's (each batch's count
+        rounded up to whole blocks of the CPU's row quantum); a padded peer's (each batch's count
         times its longest) in arrival and in sorted order."""
         def padded(batches: list[list[int]]) -> int:
             return sum(len(b) * max(len(self.token_ids[i]) for i in b) for b in batches)
 
+        quantum = row_quantum("cpu")
+
         return {"tokens": sum(map(len, self.token_ids)),
-                "laya_packed": sum(-(-len(ids) // ROW_QUANTUM) * ROW_QUANTUM for ids in self.token_ids),
+                "laya_packed": sum(-(-len(ids) // quantum) * quantum for ids in self.token_ids),
                 "padded_arrival": padded(self.arrival_batches()), "padded_sorted": padded(self.sorted_batches())}
 
 

@@ -283,7 +283,7 @@ DEFECTS: tuple[Defect, ...] = (
        "scores checked, the softmax's output not: a temperature near zero serves NaN probabilities"),
     # --- serve: batches ------------------------------------------------------------------
     _d("serve.batch-rows-not-quantised", "serve", "serve.batch.exact", "laya/serving/encoder.py",
-       "widths = [-(-n // ROW_QUANTUM) * ROW_QUANTUM for n in lengths]",
+       "widths = [-(-n // quantum) * quantum for n in lengths]",
        "widths = list(lengths)",
        "sequences packed end to end with no padding rows: the GEMM kernels give a short sequence "
        "other bits alone (a few rows) than in a batch (many)"),
