@@ -33,7 +33,8 @@ benchmark claims' own (laya_qual.bench.serving_bench), on a larger encoder.
         [--profile] [--busy-loops N] [--timed ARM,...]
 
    --profile adds where the time goes: torch.profiler's top ops (self CPU time) for the
-   first batch served by each torch arm. --busy-loops N runs N CPU-bound processes
+   first batch served by each torch arm, and cProfile's laya functions (cumulative time)
+   over one whole pass of the batched arm: the per-request work outside the encoder. --busy-loops N runs N CPU-bound processes
    (`while True: pass`) while the arms are timed, and stops them after: the figures of a
    machine another job loads. --timed times only the named arms (the one-by-one
    predictions are still computed once, for the bitwise check).
@@ -43,8 +44,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -123,6 +126,7 @@ def batch(args: argparse.Namespace, root: Path) -> dict:
         load_after = os.getloadavg()
     if args.profile:
         profile_first_batch(dirs, work.batch_size, args.seed, MIXES.get(args.mix))
+        profile_python(arms["batched"])
     lengths = sorted(map(len, work.token_ids))
     gemm_seconds = {name: medians.pop(name) for name in gemms}
     per_second = {name: len(work.items) / seconds for name, seconds in medians.items()}
@@ -186,6 +190,14 @@ def profile_first_batch(dirs: dict[str, Path], batch_size: int, seed: int, targe
             arm()
         print(f"\n{name}: first batch ({batch_size} requests), top ops by self CPU time")
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10))
+
+
+def profile_python(arm) -> None:
+    """laya's own functions over one pass of ``arm``, by cumulative time (cProfile)."""
+    profiler = cProfile.Profile()
+    profiler.runcall(arm)
+    print("\nbatched: one whole pass, laya's functions by cumulative time (cProfile)")
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(r"/laya/", 25)
 
 
 def print_batch(f: dict) -> None:
