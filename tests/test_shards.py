@@ -210,6 +210,25 @@ def test_progress_goes_to_stderr_per_group(project):
                         lines[-1]), lines[-1]
 
 
+def test_the_time_left_weighs_each_test_by_its_recorded_duration(pytester: pytest.Pytester):
+    """Four fast tests done of five, the fifth slow when last recorded: the time left is
+    the elapsed time scaled by recorded seconds left over done (4 s), not the pace in
+    tests (0.1 s); a test with no record counts as the median recorded one."""
+    from laya_qual.plugin.progress import Progress
+
+    recorded = {f"laya_qual/suite/test_a.py::test_fast[{i}]": 0.1 for i in range(4)}
+    recorded["laya_qual/suite/test_a.py::test_slow"] = 4.0
+    write_durations(pytester.path / "durations.json", [{"test": t, "duration": s} for t, s in recorded.items()])
+    progress = Progress(pytester.parseconfigure("-p", "laya_qual", "--laya-durations", "durations.json"))
+    nodeids = [f"qualification/test_a.py::test_fast[{i}]" for i in range(4)] + ["qualification/test_a.py::test_slow"]
+    progress.expect([*nodeids, "qualification/test_b.py::test_new"])
+    for nodeid in nodeids[:4]:
+        progress.advance(nodeid.replace("qualification/", "laya_qual/suite/"),
+                         pytest.TestReport(nodeid, ("test_a.py", 0, ""), {}, "passed", None, "teardown"))
+    line = progress.line(progress.started + 0.4)
+    assert "4/6 tests" in line and "~0m04s left (recorded durations)" in line, line  # 0.4 s x (4.0 + 0.1) / 0.4
+
+
 def test_plan_estimates_each_group_from_the_recorded_durations():
     from laya_qual.release.plan import render
 

@@ -481,6 +481,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
         if shard or out or kill_rates or coverage_file:
             raise click.UsageError("--plan runs nothing: it takes no --shard, --out, --kill-rate or --coverage")
         sys.exit(_print_plan(common, workers, durations, pytest_args))
+    recorded = ["--laya-durations", str(durations)] if durations.exists() else []  # balance shards, time the ETA
     if not any(a.startswith("--hypothesis-seed") for a in pytest_args):
         if shard:
             raise click.UsageError("--shard needs --hypothesis-seed after `--`: every shard of a run uses the same seed")
@@ -492,8 +493,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
             raise click.UsageError(str(e)) from None
         if kill_rates or coverage_file:
             raise click.UsageError("--kill-rate and --coverage go to `laya-qual merge`, which signs the report")
-        balance = ["--laya-durations", str(durations)] if durations.exists() else []
-        sys.exit(_run_shard([*common, "--laya-shard", f"{index}/{count}", *balance], workers, index,
+        sys.exit(_run_shard([*common, "--laya-shard", f"{index}/{count}", *recorded], workers, index,
                             out or Path("reports") / f"shard-{index}-of-{count}.json", pytest_args))
     key = _signing_key(key)
     public = _check_key(key)
@@ -503,7 +503,7 @@ def run(workers: int, artifacts: tuple[str, ...], base: str | None, key: str | N
     out.unlink(missing_ok=True)  # never verify and show a stale bundle from an earlier run
     with tempfile.TemporaryDirectory(prefix="laya-qual-") as scratch:
         evidence = Path(scratch) / "run.json"
-        _two_passes(common, workers, pytest_args, evidence, [
+        _two_passes([*common, *recorded], workers, pytest_args, evidence, [
             "--laya-report", str(out), "--laya-signing-key", str(key), *figures])
         if not out.exists():
             raise NoReport(f"the benchmark pass wrote no report at {out}")

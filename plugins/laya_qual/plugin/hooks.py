@@ -72,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "evidence with `laya-qual merge`")
     group.addoption("--laya-durations", default=None, metavar="FILE",
                     help="recorded per-test durations (laya-qual run keeps them in reports/.laya-qual/) that "
-                         "balance --laya-shard and estimate --laya-plan")
+                         "balance --laya-shard, estimate --laya-plan and time the progress line's time left")
     group.addoption("--laya-plan", default=None, metavar="FILE",
                     help="run nothing: write the selection (each test's claims, artifact and level) to FILE")
     parser.addini("laya_artifacts", "default for --laya-artifact (paths relative to the ini file)", type="paths")

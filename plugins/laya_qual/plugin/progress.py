@@ -1,6 +1,9 @@
 """How far a qualification run got, on stderr while it runs: tests done of the total
 per artifact under qualification (and for the rest of the suite), time elapsed and
-an estimate of the time left, from the pace so far.
+an estimate of the time left. With recorded durations (--laya-durations, which
+`laya-qual run` passes once a run has recorded them) the estimate is the elapsed time
+scaled by the recorded seconds of the tests left over those of the tests done, so a
+few slow tests weigh as they did before; without, it is the pace in tests.
 
 The controller sees the collected node ids (in-process, or as xdist workers report
 their collection) and every finished test; a test belongs to an artifact when that
@@ -24,13 +27,27 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+def _file_and_name(test: str) -> str:
+    """A test's file name and name: the same for a node id and for the id a report names it by."""
+    path, sep, name = test.partition("::")
+    return path.rpartition("/")[2] + sep + name
+
+
 class Progress:
     """Counts per group; prints only in a run that writes a report or evidence."""
 
     def __init__(self, config: pytest.Config) -> None:
         from laya_qual.plugin.fixtures import representatives
+        from laya_qual.plugin.shards import ShardError, read_durations
 
         self.config = config
+        try:
+            recorded, _ = read_durations(config.getoption("laya_durations", None))
+        except ShardError:
+            recorded = {}  # the selection refuses the file, naming it
+        self.recorded = {_file_and_name(t): s for t, s in recorded.items()}
+        self.seconds_left: dict[str, float] = {}  # each test not yet done: its recorded (or median) seconds
+        self.seconds_done = 0.0
         self.artifacts = [test_id for _, test_id in representatives(config, "artifact")]
         self.total: dict[str, int] = {}
         self.done: dict[str, int] = {}
@@ -49,16 +66,21 @@ class Progress:
         """The collection to count against (the first collection seen: every worker's is the same)."""
         if self.total:
             return
+        from laya_qual.plugin.shards import estimates
+
         for nodeid in nodeids:
             group = self.group(nodeid)
             self.total[group] = self.total.get(group, 0) + 1
             self.done.setdefault(group, 0)
+        if self.recorded:
+            self.seconds_left = estimates([_file_and_name(n) for n in nodeids], self.recorded)
 
     def advance(self, test: str, report: pytest.TestReport) -> None:
         if report.when != "teardown" or not self.total:
             return
         group = self.group(report.nodeid)
         self.done[group] = self.done.get(group, 0) + 1
+        self.seconds_done += self.seconds_left.pop(_file_and_name(test), 0.0)
         now = time.monotonic()
         if sum(self.done.values()) == sum(self.total.values()):
             self.last = self.line(now)  # after pytest's own last progress column: see finish
@@ -76,7 +98,12 @@ class Progress:
     def line(self, now: float) -> str:
         done, total = sum(self.done.values()), sum(self.total.values())
         elapsed = now - self.started
-        left = f"~{_clock(elapsed * (total - done) / done)} left" if done else "time left unknown"
+        if self.seconds_done:
+            left = f"~{_clock(elapsed * sum(self.seconds_left.values()) / self.seconds_done)} left (recorded durations)"
+        elif done:
+            left = f"~{_clock(elapsed * (total - done) / done)} left"
+        else:
+            left = "time left unknown"
         groups = ", ".join(f"{g} {self.done.get(g, 0)}/{self.total[g]}" for g in [SUITE, *self.artifacts]
                            if g in self.total)
         return f"laya_qual progress: {done}/{total} tests, {_clock(elapsed)} elapsed, {left} ({groups})"
