@@ -19,74 +19,14 @@ from click.testing import CliRunner
 
 from laya_qual.claims import CLAIMS
 from laya_qual.cli import main
-from laya_qual.report.model import build_claims, build_details, build_statements, canonical, report_records
+from laya_qual.report.model import canonical
 from laya_qual.report.signing import keygen, load_signer, write_bundle
 from laya_qual.subjects import SubjectError, artifact_subject, heads
 from laya_qual.synth import write_artifact
+from laya_qual.synth.reports import BATCH, CLAIM_IDS, HEAD, trained_task
+from laya_qual.synth.reports import report_spec as spec
+from laya_qual.synth.reports import signed_report as build
 from laya_qual.report.verify import read_statements
-
-BATCH = "laya_qual/suite/test_bench_serving.py::test_batched_vs_one_by_one_vs_transformers"
-CLAIM_IDS = ("report.verdicts", "report.signature", "report.interop", "bench.serve.batch")
-HEAD = "artifact/head-a"
-
-
-def trained_task(**changes) -> dict:
-    """A task object as `laya train` writes it (docs/artifact-v1.md), with changes by dotted name."""
-    task = {"name": "route", "max_options": 4, "temperature": 1.5, "act_threshold": 0.8, "escalate_threshold": 1.0,
-            "calibration": {"split": "dev_cal", "split_sha256": "11" * 32, "examples": 40,
-                            "method": "temperature-nll-bounded", "nll_before": 0.9, "nll_after": 0.7,
-                            "ece_before": 0.2, "ece_after": 0.05, "temperature_min": 0.05, "temperature_max": 10.0,
-                            "min_examples": 20, "outcome": "fitted"},
-            "certification": {"split": "dev_conf", "split_sha256": "22" * 32, "examples": 40,
-                              "method": "clopper-pearson-fixed-sequence", "target_risk": 0.1, "delta": 0.05,
-                              "certified": True, "acted": 30, "errors": 1, "coverage": 0.75,
-                              "risk_upper_bound": 0.09, "temperature": 1.5}}
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split(".")
-        obj = task
-        for part in parents:
-            obj = obj[part]
-        obj[leaf] = value
-    return task
-
-
-def spec(**changes) -> dict:
-    """What one report says; each test changes one thing."""
-    base = {"outcomes": dict.fromkeys(CLAIM_IDS[:3], "passed"), "catalogue": CLAIM_IDS,
-            "median": 0.5, "extra": {"batched_over_one_by_one": 4.0, "median_batched_s": 0.25, "requests": 256},
-            "cpu": "AMD EPYC 9654", "cores": 2, "gpu": None, "tasks": [trained_task()], "weights": b"w" * 64,
-            "kill_rate": None, "harness": {"laya_qual": "cd" * 32}}
-    return {**base, **changes}
-
-
-def build(directory: Path, s: dict, signer) -> Path:
-    """A real signed bundle of ``s``: a head directory on disk (its subject digest and heads
-    entry read by laya_qual.subjects), claims and details from laya_qual.report.model."""
-    head = directory / "head-a"
-    head.mkdir(parents=True)
-    (head / "head.json").write_text(json.dumps({"kind": "float32", "sequence_budget": 96, "option_budget": 4,
-                                                "tasks": s["tasks"]}))
-    (head / "head.safetensors").write_bytes(s["weights"])
-    subjects = [{"name": "laya-runtime", "digest": {"dirHash": "ab" * 32}, "annotations": {"kind": "runtime"}},
-                artifact_subject(head, "head")]
-    records = [{"test": f"t.py::test_{cid}", "claims": [cid], "outcome": o} for cid, o in s["outcomes"].items()]
-    records.append({"test": BATCH, "claims": ["bench.serve.batch"], "outcome": "passed",
-                    "benchmark": {"measured": True, "name": "test_batched", "median": s["median"], "mean": s["median"],
-                                  "min": s["median"], "max": s["median"], "stddev": 0.0, "rounds": 3, "iterations": 1,
-                                  "extraInfo": s["extra"]}})
-    records = report_records(records)
-    environment = {"python": "3.11.7", "cpu": {"model": s["cpu"], "logical_cores": s["cores"]}, "gpu": s["gpu"],
-                   "device": "cpu"}
-    details, configuration = build_details(
-        records, hypothesis={"seed": "1"}, environment=environment,
-        invocation={"args": [], "workers": 0, "device": "cpu", "exitStatus": 0, "finishedOn": "2026-12-01T00:00:00Z"},
-        signing={"keyid": signer.public_key.keyid, "developmentKey": False}, harness=s["harness"],
-        subjects=subjects, heads=heads([str(head)], None, subjects),
-        suite={"killRate": s["kill_rate"]} if s["kill_rate"] else {}, passes=[])
-    catalogue = {cid: CLAIMS[cid] for cid in s["catalogue"]}
-    bundle = directory / "report.intoto.jsonl"
-    write_bundle(bundle, build_statements(subjects, build_claims(catalogue, records), details, configuration), signer)
-    return bundle
 
 
 def reference_dir_hash(root: Path) -> str:

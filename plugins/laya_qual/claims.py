@@ -800,4 +800,42 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "the process that ran; `nominations` names every artifact the run qualified (each "
           "--laya-artifact and the --laya-base); `scope` states mechanics only and lists what is not "
           "qualified."),
+    # --- release: the tools that combine and judge reports ------------------------
+    Claim("release.compare.fail-on",
+          "`laya-qual compare --fail-on` trips exactly as docs/report-format.md defines: for "
+          "coverage, risk-upper-bound, ece, nll, kill-rate and BENCHMARK:FIGURE, `-N` trips when NEW < "
+          "OLD - N and `+N` when NEW > OLD + N (`N%` of |OLD|), exactly N is not more than N, a figure "
+          "of OLD absent from NEW trips, one absent from OLD is not checked; `verdict` trips on a claim "
+          "whose verdict moved down or that was removed, `uncertified` on a task certified in OLD and "
+          "not in NEW, `temperature-bound` on a task at a bound of its temperature search in NEW and "
+          "not in OLD."),
+    Claim("release.compare.exit",
+          "`laya-qual compare` on real signed bundles exits 0 when both verify and no --fail-on "
+          "tripped, 3 when one tripped (each named on stderr), 1 when a bundle does not verify "
+          "(tampered, or signed by another key), 2 for a malformed --fail-on, with --json or without; "
+          "with --json the status of every threshold says the same as the exit code, and the output "
+          "is the documented object with sorted keys."),
+    Claim("release.merge",
+          "`laya-qual merge` of the shards' evidence of one run signs the report a single run "
+          "gives: each claim failed if any of its tests failed (or errored, or xfailed) in any shard, "
+          "else passed if one passed, else not evaluated; the counts tally those verdicts; the "
+          "evidence is every shard's records; the invocation is shard 1's with the worst exit status, "
+          "the earliest start and latest finish; the exit status is 0 PASSED, 1 FAILED, 3 WARNED."),
+    Claim("release.merge.refusals",
+          "`laya-qual merge` writes nothing and exits 4 naming the shard for a shard missing or "
+          "given twice, a shard of another run (seed, subjects, selection, harness digests, durations "
+          "file or environment profile differ), a test in two shards or in none, a shard that did not "
+          "record each of its tests, and a file that is not shard evidence; an unusable --key is exit 2."),
+    Claim("release.shards",
+          "Shard assignment (`--laya-shard K/N`) is a partition: every selected test on exactly one "
+          "shard in 1..N, the same for the same tests in any order, each pinned test (the benchmarks) "
+          "on its shard, the rest placed longest first onto the least-loaded shard (ties: the lower "
+          "shard, then the test id), a test never timed counted as the median of the timed ones (1 s "
+          "without any), so it equals a reference greedy written from docs/report-format.md."),
+    Claim("release.plan",
+          "`laya-qual run --plan` prints one row per group (once per run, the base, each artifact "
+          "by number and level, every head at once, the benchmarks) with its claims, tests and "
+          "estimated seconds from the recorded durations (a test never timed counted as the median of "
+          "the timed ones), and a total whose wall estimate is the suite pass's seconds over the "
+          "workers plus the benchmark pass, as docs/report-format.md defines."),
 )
