@@ -800,6 +800,17 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "the process that ran; `nominations` names every artifact the run qualified (each "
           "--laya-artifact and the --laya-base); `scope` states mechanics only and lists what is not "
           "qualified."),
+    Claim("report.verify.json",
+          "`laya-qual verify --json` exits as the plain command does (0 authentic and acceptable, 3 "
+          "authentic but short of --require-result or a --require-claim, 1 not authentic, 2 a claim no "
+          "catalogue knows) and its object says the same: `verified`, `accepted`, the `result` and each "
+          "claim's verdict as docs/report-format.md derives them from the outcomes, one shortfall per unmet "
+          "requirement; a bundle is authentic only if every signature of every envelope verifies with the "
+          "given key, one good signature beside a broken one included, whichever comes first."),
+    Claim("report.harness.inert",
+          "The plugin loaded (`-p laya_qual`) into a pytest run that asks for no qualification, report or "
+          "evidence changes nothing of it: the same outcomes and exit status as without it, no file of its own "
+          "written (no report, evidence or durations), no line of output added, and the project's own `claim` marker stays its own."),
     # --- release: the tools that combine and judge reports ------------------------
     Claim("release.compare.fail-on",
           "`laya-qual compare --fail-on` trips exactly as docs/report-format.md defines: for "
