@@ -1,14 +1,21 @@
-"""report.harness.inert: the plugin loaded into somebody else's pytest run that does not
-ask for qualification (no --laya-qualify, no report, no evidence) changes nothing of it:
-the same outcomes, no file of its own written, no line of output added, its own `claim` marker and
-Hypothesis tests untouched (docs/pytest-options.md: every option is opt-in)."""
+"""The harness's own guards. report.harness.inert: the plugin loaded into somebody else's
+pytest run that does not ask for qualification (no --laya-qualify, no report, no evidence)
+changes nothing of it: the same outcomes, no file of its own written, no line of output
+added, its own `claim` marker untouched (docs/pytest-options.md: every option is opt-in).
+report.harness.install-guard: a mutation or coverage run measures the isolated copy it
+builds, never the install beside it (docs/mutation.md, "Isolation")."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from laya_qual.measure.mutation import MutationError, build_root, check_shadowing, child_env, installed_layout
 
 pytest_plugins = ("pytester",)
 
@@ -87,3 +94,33 @@ def test_their_claim_marker_is_theirs(project):
     result, written = run(project, "-p", "laya_qual", "--strict-markers", "-k", "own_claim_marker")
     result.assert_outcomes(passed=1, deselected=3)
     assert not any("laya" in name.lower() or name.endswith(".jsonl") for name in written), written
+
+
+@pytest.fixture(scope="module")
+def isolated_copy(tmp_path_factory) -> Path:
+    return build_root(tmp_path_factory.mktemp("isolated") / "root", installed_layout())
+
+
+def imported_from(root: Path, module: str) -> Path:
+    """Where a child started as a mutation run starts it imports ``module`` from."""
+    out = subprocess.run([sys.executable, "-c", f"import {module}; print({module}.__file__)"], env=child_env(root),
+                         cwd=root, capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip()).resolve()
+
+
+@pytest.mark.laya_claim("report.harness.install-guard")
+def test_the_isolated_copy_shadows_every_package_of_the_install(isolated_copy):
+    check_shadowing(isolated_copy)
+    for module in ("laya_qual.suite", "laya_qual.synth"):  # the two an editable install maps from elsewhere
+        assert isolated_copy.resolve() in imported_from(isolated_copy, module).parents, module
+
+
+@pytest.mark.laya_claim("report.harness.install-guard")
+def test_a_copy_that_reaches_back_into_the_install_is_refused_by_name(isolated_copy, tmp_path):
+    """A copy whose suite is a link to the installed one (as a copy that keeps symlinks
+    makes) would run the unmutated suite: refused, naming the package."""
+    root = tmp_path / "root"
+    shutil.copytree(isolated_copy, root, ignore=shutil.ignore_patterns("suite"))
+    (root / "laya_qual" / "suite").symlink_to(installed_layout()["laya_qual.suite"], target_is_directory=True)
+    with pytest.raises(MutationError, match=r"does not shadow the install: \{'laya_qual.suite'"):
+        check_shadowing(root)

@@ -800,6 +800,19 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "the process that ran; `nominations` names every artifact the run qualified (each "
           "--laya-artifact and the --laya-base); `scope` states mechanics only and lists what is not "
           "qualified."),
+    Claim("report.figures.mutants",
+          "A sampled mutation run's figure (its summary) counts, overall and per part (runtime, harness), "
+          "as docs/mutation.md defines: N is every mutant but those filed equivalent before the draw; the "
+          "headline's K only the shipped suite's kills (killed, timed out, or a wrong equivalence), the "
+          "second figure's K adds the project tests'; each with the one-sided 95% Clopper-Pearson lower "
+          "bound; a reason filed late leaves its mutant a survivor (listed apart), a failure that did not "
+          "reproduce is listed, kills by tests/ only are listed."),
+    Claim("report.figures.kill-rate",
+          "`--laya-kill-rate FILE` signs a sampled run's figure as the file's shipped-suite K of N, lower "
+          "bound, parts, second figure and filed equivalents, and refuses, naming the file, a results file "
+          "that does not separate the two figures, one where the suite killed a mutant filed equivalent, a "
+          "partial or unfinished run, one measured on other runtime or harness code, and a file of another "
+          "format."),
     Claim("report.verify.json",
           "`laya-qual verify --json` exits as the plain command does (0 authentic and acceptable, 3 "
           "authentic but short of --require-result or a --require-claim, 1 not authentic, 2 a claim no "
@@ -807,6 +820,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "claim's verdict as docs/report-format.md derives them from the outcomes, one shortfall per unmet "
           "requirement; a bundle is authentic only if every signature of every envelope verifies with the "
           "given key, one good signature beside a broken one included, whichever comes first."),
+    Claim("report.harness.install-guard",
+          "The isolated copy a mutation or coverage run builds shadows the install: a child started as the "
+          "run starts it imports every package (laya, laya_qual, its suite and synth) from the copy, the guard "
+          "accepts it, and refuses, naming the package, a copy one of whose packages resolves into the install "
+          "(a link back to it)."),
     Claim("report.harness.inert",
           "The plugin loaded (`-p laya_qual`) into a pytest run that asks for no qualification, report or "
           "evidence changes nothing of it: the same outcomes and exit status as without it, no file of its own "
