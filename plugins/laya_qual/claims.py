@@ -93,7 +93,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "limit is not refused for range, one above it (up to 2^62) is refused naming file and "
           "field before anything that size is built, and so is one below an encoder dimension's "
           "lowest value (which is legal); a head's attention heads must divide hidden_size; JSON files of 1 MiB load and one byte more is "
-          "refused, as is a tokenizer over 64 MiB, before being read; JSON nested past the parser's "
+          "refused, as is a tokenizer over 64 MiB, before being read; an encoder weights file over "
+          "16 GiB or a head weights file over 256 MiB is refused naming the file before a byte of it "
+          "is read (peak memory stays flat), and a head weights file of exactly 256 MiB is read and "
+          "its sha256 pin checked; JSON nested past the parser's "
           "recursion limit is refused naming the file."),
     Claim("artifact.finite-weights",
           "A pinned weights file (encoder or head) holding a NaN or an infinity in any floating "
