@@ -60,6 +60,24 @@ class OutputExists(LayaError):
         return type(self), (self.file,)
 
 
+class WriteFailed(LayaError, OSError):
+    """An output could not be written (a full disk, no permission, a file where a directory
+    should be); ``file`` names the output and ``errno`` is the OS's. Nothing of it was left
+    behind (laya.artifact.atomic). Still an OSError, for code that catches those."""
+
+    def __init__(self, path, strerror: str, error_number: int | None = None):
+        self.file = str(path)
+        self.message = _located(f"cannot be written ({strerror})", self.file)
+        super().__init__(self.message)
+        self.errno, self.strerror = error_number, strerror
+
+    def __str__(self) -> str:  # OSError's own says "[Errno N] strerror" and drops the path
+        return self.message
+
+    def __reduce__(self):
+        return type(self), (self.file, self.strerror, self.errno)
+
+
 class DigestMismatch(ArtifactError):
     """A pinned file's bytes do not hash to the sha256 its manifest records."""
 

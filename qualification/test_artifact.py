@@ -270,15 +270,28 @@ class SwapAfterHash:
 
 @contextlib.contextmanager
 def watching_sha256(swap: SwapAfterHash):
-    """hashlib.sha256 as always, telling `swap` which bytes were just hashed."""
+    """hashlib.sha256 as always, telling `swap` which bytes were just hashed: those given at
+    once or fed in chunks (``update``), told when the digest is taken."""
     real = hashlib.sha256
 
-    def sha256(data=b"", **kwargs):
-        digest = real(data, **kwargs)
-        swap.hashed(data)
-        return digest
+    class Watched:
+        def __init__(self, data=b"", **kwargs):
+            self._hash, self._seen = real(**kwargs), bytearray()
+            self.update(data)
 
-    hashlib.sha256 = sha256
+        def update(self, data) -> None:
+            self._hash.update(data)
+            self._seen += data
+
+        def hexdigest(self) -> str:
+            swap.hashed(self._seen)
+            return self._hash.hexdigest()
+
+        def digest(self) -> bytes:
+            swap.hashed(self._seen)
+            return self._hash.digest()
+
+    hashlib.sha256 = Watched
     try:
         yield
     finally:

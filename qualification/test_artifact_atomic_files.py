@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from laya.artifact.atomic import write_file, write_files
-from laya.errors import OutputExists
+from laya.errors import LayaError, OutputExists
 from laya_qual.suite.holding import while_held
 
 
@@ -83,6 +83,12 @@ def test_an_existing_name_is_refused_and_nothing_is_written(tmp_path, kind):
     assert tree(tmp_path) == before
 
 
+def one_line_naming(error: OSError, path: Path, reason: str) -> None:
+    """What a command prints as its one `Error:` line: a LayaError naming the output and the OS's reason."""
+    assert isinstance(error, LayaError), f"a raw {type(error).__name__}, not a LayaError: {error!r}"
+    assert str(error) == f"{path}: cannot be written ({reason})", str(error)
+
+
 @pytest.mark.laya_claim("artifact.atomic-file")
 def test_a_write_cut_short_leaves_nothing(tmp_path):
     """The second file exceeds the file-size limit mid-write: EFBIG, and no byte of either
@@ -99,6 +105,7 @@ def test_a_write_cut_short_leaves_nothing(tmp_path):
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert failed.value.errno == errno.EFBIG, failed.value
+    one_line_naming(failed.value, tmp_path / "f1.bin", "File too large")
     assert tree(tmp_path) == before
     assert write_file(tmp_path / "f1.bin", b"z" * (limit + 1)).read_bytes() == b"z" * (limit + 1)  # the limit's doing
 
@@ -138,6 +145,7 @@ def test_a_failing_link_raises_its_error_and_leaves_nothing(tmp_path, monkeypatc
     with pytest.raises(OSError) as failed:
         write_files(entries(tmp_path, 3, 5))
     assert failed.value.errno == errno.EIO and not isinstance(failed.value, OutputExists)
+    one_line_naming(failed.value, tmp_path / "f0.bin", "Input/output error")
     assert tree(tmp_path) == {}
 
 

@@ -21,8 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -441,3 +444,24 @@ def test_laya_base_import_command_writes_the_same_bytes_and_refuses_with_nothing
                                        "--option-markers", "1"])
     assert too_few.exit_code == 2, too_few.output
     assert sorted(os.listdir(parent)) == ["one", "two"]
+
+
+@pytest.mark.laya_claim("base.import")
+def test_laya_base_import_onto_a_full_disk_is_one_error_line_and_keeps_what_was_there(checkpoints,
+                                                                                      tmp_path_factory):
+    """The file-size limit (RLIMIT_FSIZE, the kernel's EFBIG, as a full disk's ENOSPC) cuts the
+    write short: exit 1 (docs/cli.md), one `Error:` line naming the output, no traceback, and the
+    parent directory as it was."""
+    parent = tmp_path_factory.mktemp("full")
+    (parent / "neighbour").write_bytes(b"keep")
+    before = listing(parent)
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    done = subprocess.run([sys.executable, "-m", "laya.cli", "base", "import", str(checkpoints["BertModel"]),
+                           str(parent / "base")], capture_output=True, text=True, preexec_fn=small_files,
+                          timeout=120)
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    assert done.stderr.splitlines() == [f"Error: {parent / 'base'}: cannot be written (File too large)"], done.stderr
+    assert listing(parent) == before

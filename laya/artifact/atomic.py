@@ -11,6 +11,8 @@ Publishing never replaces an existing output: a file is published with ``link``
 (which refuses an existing name, symlinks included), a directory with ``rename``
 (which refuses anything but an empty directory). ``replace=True`` is for the
 outputs whose documented option says they are overwritten (the report bundle).
+An OS error on the way (a full disk, no permission) is ``WriteFailed`` naming the output,
+raised once the temporaries are gone, so a command can say it in one ``Error:`` line.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from laya.errors import OutputExists
+from laya.errors import OutputExists, WriteFailed
 
 # Test seam (tests/test_interrupted_writes.py): "FINAL<os.pathsep>MARKER". Before publishing
 # FINAL, write the temporaries' names to MARKER and wait until MARKER is removed, so a
@@ -44,8 +46,12 @@ def new_directory(final: str | os.PathLike) -> Iterator[Path]:
     tree is fsynced and it is renamed to ``final``, which may exist only as an empty
     directory (``OutputExists`` otherwise); on any exception it is removed."""
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    temp = _create(final, lambda path: os.mkdir(path, 0o777))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        temp = _create(final, lambda path: os.mkdir(path, 0o777))
+    except OSError as exc:
+        _raise_write_failed(final, exc)
+        raise
     try:
         yield temp
         _sync_tree(temp)
@@ -57,8 +63,9 @@ def new_directory(final: str | os.PathLike) -> Iterator[Path]:
                 raise OutputExists(final) from None
             raise
         _sync_directory(final.parent)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(temp, ignore_errors=True)
+        _raise_write_failed(final, exc)
         raise
 
 
@@ -89,10 +96,18 @@ def write_files(entries: Sequence[tuple[Path, bytes, int]], *, replace: bool = F
             published.append(final)
         for parent in {final.parent for final in published}:
             _sync_directory(parent)
-    except BaseException:
+    except BaseException as exc:
         for path in temps + ([] if replace else published):
             path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # every OS error comes after the loop has named its ``final``
+            _raise_write_failed(final, exc)
         raise
+
+
+def _raise_write_failed(final: Path, exc: BaseException) -> None:
+    """Re-raise a plain OS error as ``WriteFailed`` naming ``final``; anything else goes on as it was."""
+    if isinstance(exc, OSError) and not isinstance(exc, WriteFailed):
+        raise WriteFailed(final, exc.strerror or str(exc), exc.errno) from None
 
 
 def _create(final: Path, make) -> Path:

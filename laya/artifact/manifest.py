@@ -1,8 +1,9 @@
 """artifact-v1 on disk: the manifest, its pinned files, and the rules that make
 loading trustworthy (docs/artifact-v1.md is the specification).
 
-Each pinned file is read once into memory, hashed, and later parsed from those
-same bytes; nothing re-opens a path after hashing it. Paths stay inside the
+Each pinned file is read once into memory, hashed chunk by chunk as it is read, and
+later parsed from those same bytes; nothing re-opens a path after hashing it, and no
+file is read at all whose size is not the manifest's or is above its role's limit. Paths stay inside the
 artifact directory, symlinks are refused, and so is any file the manifest does
 not list. Manifests (and the JSON files laya writes into artifacts) are spelled in
 laya.artifact.binding's canonical JSON.
@@ -10,6 +11,7 @@ laya.artifact.binding's canonical JSON.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -33,6 +35,9 @@ JSON_ROLES = ("encoder_config", "special_tokens", "sequence_format", "head_confi
 # Checked on the file's size before it is read (docs/artifact-v1.md, "Limits").
 MAX_JSON_BYTES = 1 << 20  # the manifest and every small JSON file
 MAX_TOKENIZER_BYTES = 64 << 20
+MAX_ENCODER_WEIGHTS_BYTES = 16 << 30  # 4 Gi float32 parameters: seven XLM-R-large encoders
+MAX_HEAD_WEIGHTS_BYTES = 256 << 20  # 64 Mi float32 parameters: 5 transformer head layers at width 1024
+_CHUNK = 1 << 20  # bytes read and hashed at a time
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -65,11 +70,10 @@ def read_artifact_files(directory: str | os.PathLike, *, require_head: bool = Tr
         raise ArtifactError("artifact directory does not exist", file=str(root))
     if root.is_symlink() or not root.is_dir():
         raise ArtifactError("artifact path is a symlink or not a directory", file=str(root))
-    manifest = _parse_manifest(_read_inside(root, MANIFEST, limit=MAX_JSON_BYTES))
+    manifest = _parse_manifest(_read_inside(root, MANIFEST, limit=MAX_JSON_BYTES)[0])
     files: dict[str, PinnedFile] = {}
     for entry in manifest["files"]:
-        data = _read_inside(root, entry["path"], size=entry["size"], limit=_ROLE_LIMITS.get(entry["role"]))
-        digest = sha256(data)
+        data, digest = _read_inside(root, entry["path"], size=entry["size"], limit=_ROLE_LIMITS[entry["role"]])
         if digest != entry["sha256"]:
             raise DigestMismatch(f"sha256 is {digest}, manifest pins {entry['sha256']}", file=entry["path"])
         files[entry["role"]] = PinnedFile(entry["role"], entry["path"], data, digest)
@@ -209,12 +213,14 @@ def _check_relative(path: Any, field: str) -> None:
         raise ArtifactError(f"path {path!r} escapes or is not a plain relative path", file=MANIFEST, field=field)
 
 
-_ROLE_LIMITS = {**{role: MAX_JSON_BYTES for role in JSON_ROLES}, "tokenizer": MAX_TOKENIZER_BYTES}
+_ROLE_LIMITS = {**{role: MAX_JSON_BYTES for role in JSON_ROLES}, "tokenizer": MAX_TOKENIZER_BYTES,
+                "encoder_weights": MAX_ENCODER_WEIGHTS_BYTES, "head_weights": MAX_HEAD_WEIGHTS_BYTES}
 
 
-def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int | None = None) -> bytes:
-    """Read root/rel, refusing symlinks anywhere on the way and non-regular files, and,
-    before reading a byte, a size other than the manifest's or above the role's limit."""
+def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int) -> tuple[bytes, str]:
+    """The bytes of root/rel and their sha256, refusing symlinks anywhere on the way and
+    non-regular files, and, before reading a byte, a size other than the manifest's or above
+    the role's limit."""
     current = root
     for part in rel.split("/"):
         current = current / part
@@ -233,13 +239,32 @@ def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int | 
         actual = os.fstat(fh.fileno()).st_size
         if size is not None and actual != size:
             raise DigestMismatch(f"size is {actual} bytes, manifest says {size}", file=rel)
-        if limit is not None and actual > limit:
+        if actual > limit:
             raise ArtifactError(f"is {actual} bytes, the limit for this file is {limit}", file=rel)
-        data = fh.read()
+        data, digest = _read_hashed(fh, actual)
     if size is not None and len(data) != size:  # pragma: no cover — defensive: the file changed size
         # between the fstat above and this read, a race no test can time; the caller's sha256 check refuses it too
         raise DigestMismatch(f"size is {len(data)} bytes, manifest says {size}", file=rel)
-    return data
+    return data, digest
+
+
+def _read_hashed(fh, expected: int) -> tuple[bytes, str]:
+    """Read at most ``expected`` + 1 bytes in chunks, hashing each as it arrives: one pass
+    over the file, and never more memory than the size already checked against the limit
+    (a file that grew since its fstat shows as one byte more, which the size check refuses)."""
+    buffer = bytearray(expected + 1)
+    view = memoryview(buffer)
+    digest = hashlib.sha256()
+    filled = 0
+    while filled <= expected:
+        count = fh.readinto(view[filled:filled + _CHUNK])
+        if not count:
+            break
+        digest.update(view[filled:filled + count])
+        filled += count
+    view.release()
+    del buffer[filled:]
+    return bytes(buffer), digest.hexdigest()
 
 
 def _refuse_unlisted(root: Path, listed: set[str]) -> None:

@@ -184,7 +184,10 @@ def base() -> None:
               help="how many [unusedN] tokens become option markers")
 def import_command(hf_dir: Path, out_dir: Path, option_markers: int) -> None:
     """Import the BERT-family checkpoint in HF_DIR as a Laya base in OUT_DIR; print the base's
-    directory, then each pinned file of its manifest (role, sha256, path)."""
+    directory, then each pinned file of its manifest (role, sha256, path).
+
+    A checkpoint refused, an existing OUT_DIR, or one that cannot be written (a full disk,
+    no permission) is one Error line and exit status 1, with nothing left under OUT_DIR."""
     try:
         out = import_bert_base(hf_dir, out_dir, option_markers=option_markers)
     except LayaError as exc:

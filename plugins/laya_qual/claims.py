@@ -48,7 +48,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("artifact.atomic-write",
           "write_artifact_files produces exactly the given files, byte for byte, plus a manifest "
           "pinning each (into a new name or an existing empty directory), or nothing: an OS error "
-          "while writing any file, or a SIGINT just before publication, leaves the parent directory "
+          "while writing any file (raised as a LayaError, `NAME: cannot be written (REASON)`), or a "
+          "SIGINT just before publication, leaves the parent directory "
           "as it was (no directory under the name, no temporary beside it); an existing file or "
           "non-empty directory under the name is refused with a LayaError naming it and left untouched; "
           "the published directories and files have the modes of a plain write (0o777 and 0o666 less "
@@ -59,8 +60,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "as it was: an existing file, directory or dangling symlink under a name is refused with "
           "OutputExists naming it, also when the name is taken while the files are being written "
           "(the files already published by the call are removed again); a write cut short by an OS "
-          "error (EFBIG) or a link failing with an error other than EEXIST or EPERM propagates and "
-          "leaves no temporary; on a filesystem without hard links (link fails with EPERM) the files "
+          "error (EFBIG) or a link failing with an error other than EEXIST or EPERM propagates as "
+          "WriteFailed (a LayaError and an OSError with the OS's errno, one line `PATH: cannot be "
+          "written (REASON)`) and leaves no temporary; on a filesystem without hard links (link fails with EPERM) the files "
           "are published by rename with the same outcomes."),
     Claim("artifact.manifest",
           "The manifest lists one entry per role (docs/artifact-v1.md): a head artifact missing any "
@@ -93,7 +95,10 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "limit is not refused for range, one above it (up to 2^62) is refused naming file and "
           "field before anything that size is built, and so is one below an encoder dimension's "
           "lowest value (which is legal); a head's attention heads must divide hidden_size; JSON files of 1 MiB load and one byte more is "
-          "refused, as is a tokenizer over 64 MiB, before being read; JSON nested past the parser's "
+          "refused, as is a tokenizer over 64 MiB, before being read; an encoder weights file over "
+          "16 GiB or a head weights file over 256 MiB is refused naming the file before a byte of it "
+          "is read (peak memory stays flat), and a head weights file of exactly 256 MiB is read and "
+          "its sha256 pin checked; JSON nested past the parser's "
           "recursion limit is refused naming the file."),
     Claim("artifact.finite-weights",
           "A pinned weights file (encoder or head) holding a NaN or an infinity in any floating "
@@ -208,7 +213,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "vocabulary token, too few [unusedN], a tensor outside the encoder, missing, misshapen or "
           "float64, or an existing output is refused with ArtifactError "
           "naming file and field (or the path), writing nothing; the command writes the same bytes and "
-          "prints the base's directory and every pin of its manifest (role, sha256, path)."),
+          "prints the base's directory and every pin of its manifest (role, sha256, path); onto a full "
+          "disk (EFBIG under a file-size limit) it exits 1 with the one line `Error: OUT: cannot be "
+          "written (File too large)` and the parent directory as it was."),
     Claim("base.import.standalone",
           "`python -m laya.training.importer import HF_DIR OUT_DIR` exits 0 and writes byte for byte the base "
           "`laya base import` writes, printing the same lines; a checkpoint holding one encoder tensor "
@@ -752,6 +759,12 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "Every catalogued claim appears in the report: `failed` if any of its tests failed, "
           "`passed` if one passed and none failed, otherwise `not evaluated`; the result is "
           "FAILED if any claim failed, WARNED if any was not evaluated, PASSED otherwise."),
+    Claim("report.written",
+          "`pytest -p laya_qual --laya-report PATH` or `--laya-evidence-out PATH` whose write fails "
+          "at the end of the run with an OS error (a full disk: EFBIG under a file-size limit) ends "
+          "in exactly one line `ERROR: OPTION PATH: cannot be written (REASON); what was there before "
+          "is kept`, no traceback, exit status 3, the file earlier at PATH unchanged byte for byte and "
+          "no temporary left beside it."),
     Claim("report.xdist-equal",
           "The report's claims, verdicts, test node ids and outcomes are identical whether the "
           "suite ran in-process (-n 0) or on xdist workers (-n 2) with the benchmarks measured in "

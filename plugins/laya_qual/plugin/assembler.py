@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -96,6 +97,18 @@ def signing_facts(key) -> dict:
     public = key.public_key
     return {"keyid": public.keyid, "keytype": public.keytype, "scheme": public.scheme,
             "developmentKey": is_dev_key(public)}
+
+
+def _written(session: pytest.Session, option: str, write):
+    """What ``write()`` returns; an OS error (a full disk, a folder made unwritable since the
+    checks before the first test) is one pytest ``ERROR:`` line instead of a traceback, and
+    exit status 3; the atomic writer has left what was at the path before untouched."""
+    try:
+        return write()
+    except OSError as e:
+        sys.stderr.write(f"ERROR: {option} {e}; what was there before is kept\n")
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return None
 
 
 def write_report(path: Path, key, records: list[dict], context: dict, passes: list[dict]) -> dict:
@@ -322,15 +335,19 @@ class Assembler:
         passes = [*(self.earlier or {}).get("passes", []), this_pass]
         context = self._context(exitstatus)
         if self.evidence_out:  # like the bundle: replaced whole, never left truncated
-            write_file(self.evidence_out, replace=True, data=json.dumps({
+            evidence = json.dumps({
                 "format": EVIDENCE_FORMAT, "run": self._run_facts(), "passes": passes,
                 "reproduce": context["hypothesis"]["reproduce"],
                 "collectionErrors": context["invocation"]["collectionErrors"],
                 "selection": chosen, "context": context,
-                "records": sorted(self._merged(), key=lambda r: r["test"])}, indent=1).encode() + b"\n")
+                "records": sorted(self._merged(), key=lambda r: r["test"])}, indent=1).encode() + b"\n"
+            if not _written(session, "--laya-evidence-out",
+                            lambda: write_file(self.evidence_out, replace=True, data=evidence)):
+                return
         if self.path is None:
             return
-        self.summary = write_report(self.path, self.key, self._merged(), context, passes)
+        self.summary = _written(session, "--laya-report",
+                                lambda: write_report(self.path, self.key, self._merged(), context, passes))
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter) -> None:
