@@ -198,7 +198,8 @@ def test_merge_without_a_key_cannot_create_the_development_key(evidence, tmp_pat
     clean_env.setenv("XDG_CACHE_HOME", str(blocker))
     out = tmp_path / "r.jsonl"
     refused(cli("merge", evidence, "--out", out), 1,
-            f"cannot create the development key: [Errno 20] Not a directory: '{blocker / 'laya-qual'}'")
+            f"cannot create the development key: {blocker / 'laya-qual' / 'dev-key.pub'}: cannot be written "
+            "(Not a directory)")
     assert not out.exists()
 
 
