@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives import serialization
 from securesystemslib.dsse import Envelope
@@ -502,3 +504,29 @@ def test_a_signature_with_a_character_outside_base64_is_refused_as_not_base64(bu
     bundle.write_text(json.dumps(env) + "\n" + lines[1] + "\n")
     with pytest.raises(VerifyError, match="is not valid base64"):
         verify_bundle(bundle, keys[1])
+
+
+B64_DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+@pytest.mark.laya_claim("report.verify.tamper")
+@settings(max_examples=30)
+@given(line=st.sampled_from([1, 2]), where=st.floats(0, 1, exclude_max=True), shift=st.integers(1, 63))
+@example(line=2, where=0.0, shift=1).via("the payload's first character: no JSON object is left")
+def test_a_changed_payload_character_is_refused_naming_its_line(keys, tmp_path_factory, line, where, shift):
+    """One base64 digit of a payload replaced by another: refused, and the error names the
+    line: the payload still reads as a statement of ours (its signature fails), or it reads as
+    someone else's or as nothing (the statement is missing, and the line set aside is named)."""
+    path = tmp_path_factory.mktemp("flip") / "r.intoto.jsonl"
+    write_bundle(path, payloads(), keys[0])
+    lines = path.read_text().splitlines()
+    env = json.loads(lines[line - 1])
+    text = env["payload"].rstrip("=")
+    i = int(where * (len(text) - 1))  # not the last digit, whose unused bits may not change the bytes
+    env["payload"] = text[:i] + B64_DIGITS[(B64_DIGITS.index(text[i]) + shift) % 64] + env["payload"][i + 1:]
+    lines[line - 1] = json.dumps(env)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(VerifyError) as refused:
+        verify_bundle(path, keys[1])
+    said = str(refused.value)
+    assert f"line {line}:" in said or f"set aside as not ours: line {line} (" in said, said

@@ -138,16 +138,28 @@ def _claimed_type(env: dict) -> str | None:
     return next((t for t in claimed if t in OURS), claimed[-1] if claimed else None)
 
 
+def _not_ours(env: dict) -> str:
+    """Why a line was taken for someone else's: said when a statement of ours is missing,
+    since a damaged line of ours (one changed character) looks like that too."""
+    if env.get("payloadType") != PAYLOAD_TYPE:
+        return f"payloadType {str(env.get('payloadType'))[:80]!r}"
+    claimed = _claimed_type(env)
+    if claimed is None:
+        return "an in-toto payload that is not base64 of a JSON object with a predicateType: damaged?"
+    return f"predicateType {claimed[:120]!r}"
+
+
 def verify_bytes(data: bytes, public: Key, artifacts: list[str] = (),
                  path: Path | str = "bundle") -> Verified:
     by_type: dict[str, tuple[dict, bytes]] = {}
-    ignored = 0
+    ignored, set_aside = 0, []  # the lines taken for someone else's, and why
     for number, env in enumerate(parse_lines(data, path), 1):
         where = f"{path}: line {number}"
         if not isinstance(env, dict):
             raise VerifyError(f"{where}: not a DSSE envelope (not a JSON object)")
         if _claimed_type(env) not in OURS:
             ignored += 1
+            set_aside.append(f"line {number} ({_not_ours(env)})")
             continue
         try:
             payload_type, payload = open_envelope(env, public)
@@ -162,7 +174,8 @@ def verify_bytes(data: bytes, public: Key, artifacts: list[str] = (),
         by_type[stmt["predicateType"]] = (stmt, payload)
     missing = [t for t in OURS if t not in by_type]
     if missing:
-        raise VerifyError(f"{path}: needs one test-result and one laya-qual statement (missing {missing})")
+        why = f"; set aside as not ours: {', '.join(set_aside)}" if set_aside else ""
+        raise VerifyError(f"{path}: needs one test-result and one laya-qual statement (missing {missing}){why}")
     (test_result, _), (laya, laya_payload) = by_type[TEST_RESULT_TYPE], by_type[LAYA_TYPE]
     try:
         check_agreement(test_result, laya, laya_payload)
