@@ -416,6 +416,31 @@ def test_one_artifact_byte_changes_the_digest_and_fails_verify(tmp_path, keys):
 
 
 @pytest.mark.laya_claim("report.subjects")
+@pytest.mark.parametrize("case", ["symlinked directory", "fifo", "name not utf-8"])
+def test_verify_refuses_what_load_artifact_refuses(tmp_path, keys, case):
+    """`verify --artifact` walks what load_artifact would: a directory that is a link, a
+    file that is no regular file, a name that is not UTF-8 are refused in one line, never
+    digested through, skipped or a traceback."""
+    d = _tree(tmp_path / "artifact", ARTIFACT)
+    path = tmp_path / "r.intoto.jsonl"
+    write_bundle(path, payloads(subjects=[artifact_subject(d, "head")]), keys[0])
+    given = d
+    if case == "symlinked directory":
+        given = tmp_path / "link"
+        given.symlink_to(d, target_is_directory=True)
+        said = "a symlink to a directory is not digested"
+    elif case == "fifo":
+        os.mkfifo(d / "pipe")
+        said = "not a regular file"
+    else:
+        (d / os.fsdecode(b"x\xff")).write_bytes(b"")
+        said = "a file name that is not UTF-8 is not digested"
+    with pytest.raises(VerifyError, match=said) as refused:
+        verify_bundle(path, keys[1], [str(given)])
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.laya_claim("report.subjects")
 def test_symlinks_in_an_artifact_are_refused(tmp_path, keys):
     d = _tree(tmp_path / "artifact", ARTIFACT)
     (d / "link").symlink_to(d / "tokenizer.json")

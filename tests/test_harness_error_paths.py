@@ -370,7 +370,8 @@ def test_a_file_name_with_a_backslash_or_newline_is_refused(tmp_path, name):
     (tmp_path / name).write_text("x")
     with pytest.raises(SubjectError) as refused:
         artifact_digest(tmp_path)
-    assert str(refused.value) == f"{tmp_path / name}: a newline or backslash in a file name is not digested (refused)"
+    said = f"{tmp_path / name!r}: a newline or backslash in a file name is not digested (refused)"
+    assert str(refused.value) == said and "\n" not in said  # one line, even for a name with a newline
 
 
 def test_an_empty_artifact_directory_is_refused(tmp_path):

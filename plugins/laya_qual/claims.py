@@ -791,7 +791,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("report.subjects",
           "Subject digests are in-toto dirHash (and the model-signing digest of file digests) as "
           "docs/report-format.md defines them, dot-files and nested files included; changing one "
-          "byte of one artifact file changes its digest and `laya-qual verify --artifact` fails."),
+          "byte of one artifact file changes its digest and `laya-qual verify --artifact` fails; it refuses "
+          "in one line, never digesting through or around them, a directory that is a symlink, a file in it "
+          "that is a symlink or no regular file (a FIFO), and a file name that is not UTF-8."),
     Claim("report.mutants.bound",
           "A sampled-mutant kill rate (suite.mutantSample) carries K of N with the one-sided 95% "
           "Clopper-Pearson lower bound of K/N, the quantile of Beta(K, N-K+1) at 0.05 (0 for K = 0); "

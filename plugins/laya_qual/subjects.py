@@ -42,6 +42,9 @@ def file_sha256(path: Path) -> str:
 
 
 def _regular_files(root: Path, pattern: str) -> list[tuple[str, Path]]:
+    """Every file under ``root`` matching ``pattern``, refusing what load_artifact refuses
+    rather than digesting around it: a symlink, a file that is not a regular one (a FIFO, a
+    socket, a device), a name that is not UTF-8 or that no sha256sum line can hold."""
     if not root.is_dir():
         raise SubjectError(f"{root}: not a directory")
     files = []
@@ -50,11 +53,17 @@ def _regular_files(root: Path, pattern: str) -> list[tuple[str, Path]]:
             continue
         if path.is_symlink():
             raise SubjectError(f"{path}: symlinks are not digested (refused)")
+        if not path.is_dir() and not path.is_file():
+            raise SubjectError(f"{path}: not a regular file (a FIFO, socket or device is not digested; refused)")
         if path.is_file():
             rel = path.relative_to(root).as_posix()
+            try:
+                rel.encode("utf-8")
+            except UnicodeEncodeError:
+                raise SubjectError(f"{path!r}: a file name that is not UTF-8 is not digested (refused)") from None
             if "\n" in rel or "\\" in rel:
                 # sha256sum escapes such names, so no portable line exists for them.
-                raise SubjectError(f"{path}: a newline or backslash in a file name is not digested (refused)")
+                raise SubjectError(f"{path!r}: a newline or backslash in a file name is not digested (refused)")
             files.append((rel, path))
     return files  # in walk order: each digest below fixes its own order
 
@@ -91,7 +100,10 @@ def harness_digests(dirs: dict[str, Path]) -> dict[str, str]:
 
 
 def artifact_digest(root: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """An artifact directory's digest set (dirHash and digest of file digests) and per-file sha256s."""
+    """An artifact directory's digest set (dirHash and digest of file digests) and per-file sha256s;
+    a directory that is itself a symlink is refused, as load_artifact refuses it."""
+    if Path(root).is_symlink():
+        raise SubjectError(f"{root}: a symlink to a directory is not digested (refused)")
     per_file = {rel: file_sha256(p) for rel, p in _regular_files(Path(root), "*")}
     if not per_file:
         raise SubjectError(f"{root}: no files to digest")
