@@ -37,8 +37,8 @@ DEFECTS: tuple[Defect, ...] = (
        'if digest != entry["sha256"] and entry["role"] != "tokenizer":',
        "a digest check special-cased for one role (e.g. to tolerate re-serialized tokenizer JSON)"),
     _d("artifact.size-limit-off-by-one", "artifact", "artifact.limits", "laya/artifact/manifest.py",
-       "if limit is not None and actual > limit:",
-       "if limit is not None and actual > limit + 1:",
+       "        if actual > limit:",
+       "        if actual > limit + 1:",
        "a size limit compared one byte too generously"),
     _d("artifact.layers-unbounded", "artifact", "artifact.limits", "laya/serving/config.py",
        'num_hidden_layers=f.int("num_hidden_layers", 0, limit["num_hidden_layers"]),',
@@ -70,8 +70,8 @@ DEFECTS: tuple[Defect, ...] = (
        "the artifact written straight into its final directory, as writers usually are: "
        "an interrupted write leaves a half artifact under the name"),
     _d("artifact.write-keeps-temporary", "artifact", "artifact.atomic-write", "laya/artifact/atomic.py",
-       "except BaseException:\n        shutil.rmtree(temp, ignore_errors=True)",
-       "except Exception:\n        shutil.rmtree(temp, ignore_errors=True)",
+       "except BaseException as exc:\n        shutil.rmtree(temp, ignore_errors=True)",
+       "except Exception as exc:\n        shutil.rmtree(temp, ignore_errors=True)",
        "cleanup on `except Exception`, which KeyboardInterrupt and SystemExit pass by: "
        "Ctrl-C leaves the temporary directory behind"),
     _d("artifact.json-repeated-keys", "artifact", "artifact.fuzz", "laya/artifact/manifest.py",
