@@ -22,7 +22,7 @@ def _edit_json(data: bytes, **changes) -> bytes:
 
 
 def _perturb_weights(data: bytes, where: float) -> bytes:
-    tensors = load_safetensors(data)
+    tensors = load_safetensors(bytes(data))  # PinnedFile.data is the bytearray the tensors view
     name = sorted(tensors)[int(where * len(tensors))]
     flat = tensors[name].flatten().clone()
     flat[int(where * flat.numel()) % flat.numel()] += 1e-3

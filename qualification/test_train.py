@@ -91,7 +91,7 @@ def _edit_json(data: bytes, key: str, change) -> bytes:
 
 
 def _perturb_one_weight(data: bytes) -> bytes:
-    tensors = load_safetensors(data)
+    tensors = load_safetensors(bytes(data))
     name = sorted(tensors)[0]
     tensors[name] = tensors[name].clone()
     tensors[name].view(-1)[0] += 1e-3
@@ -196,7 +196,7 @@ def test_warm_start_clones_its_source(trained, kind):
     expected = source.predict(request)
     initial = warm_start(source)
     # the readout the artifact's bytes hold (docs/artifact-v1.md: an int8 row is q * scale)
-    saved = load_safetensors(read_artifact_files(directory)["head_weights"].data)
+    saved = load_safetensors(bytes(read_artifact_files(directory)["head_weights"].data))
     dequantized = saved["readout.weight_int8"].to(torch.float32) * saved["readout.weight_scale"][:, None] \
         if kind == "int8" else saved["readout.weight"]
     assert torch.equal(initial.weight, dequantized) and torch.equal(initial.bias, saved["readout.bias"])

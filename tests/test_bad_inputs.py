@@ -64,7 +64,7 @@ def test_unknown_config_field(artifact):
 
 
 def test_wrong_dtype_tensor(artifact):
-    tensors = load_safetensors(read_artifact_files(artifact)["head_weights"].data)
+    tensors = load_safetensors(bytes(read_artifact_files(artifact)["head_weights"].data))
     tensors["readout.weight"] = tensors["readout.weight"].to(torch.float16)
     replace_pinned_file(artifact, "head_weights", save_safetensors(tensors))
     error = refused(artifact)
@@ -72,14 +72,14 @@ def test_wrong_dtype_tensor(artifact):
 
 
 def test_non_finite_weight(artifact):
-    tensors = load_safetensors(read_artifact_files(artifact)["head_weights"].data)
+    tensors = load_safetensors(bytes(read_artifact_files(artifact)["head_weights"].data))
     tensors["readout.bias"][0] = float("nan")
     replace_pinned_file(artifact, "head_weights", save_safetensors(tensors))
     assert refused(artifact).field == "readout.bias"
 
 
 def test_missing_tensor(artifact):
-    tensors = load_safetensors(read_artifact_files(artifact)["encoder_weights"].data)
+    tensors = load_safetensors(bytes(read_artifact_files(artifact)["encoder_weights"].data))
     del tensors["encoder.layer.0.output.dense.bias"]
     replace_pinned_file(artifact, "encoder_weights", save_safetensors(tensors))
     assert refused(artifact).field == "encoder.layer.0.output.dense.bias"

@@ -200,6 +200,6 @@ def test_frozen_weights_record_versions_after_the_move():
     module = torch.nn.Linear(3, 2)
     tensors = {name: t.detach().clone() for name, t in module.state_dict().items()}
     tensors["weight"].add_(0)  # version 1 before loading
-    frozen = FrozenWeights(module, tensors, owner="test", device="meta")
+    frozen = FrozenWeights(lambda: torch.nn.Linear(3, 2), tensors, owner="test", device="meta")
     assert frozen.module.weight.device.type == "meta"
     frozen.check_unmodified()

@@ -45,7 +45,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 class PinnedFile:
     role: str
     path: str  # relative to the artifact directory, '/'-separated
-    data: bytes
+    data: bytes | bytearray  # as read and hashed; a weights file's tensors are views into it: never write to it
     sha256: str
 
 
@@ -217,7 +217,7 @@ _ROLE_LIMITS = {**{role: MAX_JSON_BYTES for role in JSON_ROLES}, "tokenizer": MA
                 "encoder_weights": MAX_ENCODER_WEIGHTS_BYTES, "head_weights": MAX_HEAD_WEIGHTS_BYTES}
 
 
-def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int) -> tuple[bytes, str]:
+def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int) -> tuple[bytearray, str]:
     """The bytes of root/rel and their sha256, refusing symlinks anywhere on the way and
     non-regular files, and, before reading a byte, a size other than the manifest's or above
     the role's limit."""
@@ -248,10 +248,11 @@ def _read_inside(root: Path, rel: str, *, size: int | None = None, limit: int) -
     return data, digest
 
 
-def _read_hashed(fh, expected: int) -> tuple[bytes, str]:
+def _read_hashed(fh, expected: int) -> tuple[bytearray, str]:
     """Read at most ``expected`` + 1 bytes in chunks, hashing each as it arrives: one pass
-    over the file, and never more memory than the size already checked against the limit
-    (a file that grew since its fstat shows as one byte more, which the size check refuses)."""
+    over the file into the buffer it stays in (never copied: the weights' tensors are views
+    into it), and never more memory than the size already checked against the limit (a file
+    that grew since its fstat shows as one byte more, which the size check refuses)."""
     buffer = bytearray(expected + 1)
     view = memoryview(buffer)
     digest = hashlib.sha256()
@@ -264,7 +265,7 @@ def _read_hashed(fh, expected: int) -> tuple[bytes, str]:
         filled += count
     view.release()
     del buffer[filled:]
-    return bytes(buffer), digest.hexdigest()
+    return buffer, digest.hexdigest()
 
 
 def _refuse_unlisted(root: Path, listed: set[str]) -> None:

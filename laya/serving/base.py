@@ -52,7 +52,7 @@ class VerifiedBase:
         self.sequence_format = parse_sequence_format(files["sequence_format"], self.config.type_vocab_size)
         shapes = encoder_parameter_shapes(self.config)
         tensors = load_tensors(files["encoder_weights"], {n: (s, torch.float32) for n, s in shapes.items()})
-        self._weights = FrozenWeights(Encoder(self.config), tensors, owner=f"base {self.source}",
+        self._weights = FrozenWeights(lambda: Encoder(self.config), tensors, owner=f"base {self.source}",
                                       device=self.options.device)
         # What fixes the numbers an encode returns, besides the token ids: the cache key's prefix and
         # a feature store's kernel. v3: grouped attention and the device's linear kernels (docs/serving.md).

@@ -40,7 +40,7 @@ class Head:
         )
         specs = head_parameter_specs(self.config, base.hidden_size, base.config.layer_norm_eps)
         tensors = load_tensors(files["head_weights"], specs)
-        self._weights = FrozenWeights(HeadNetwork(self.config, base.hidden_size, base.config.layer_norm_eps),
+        self._weights = FrozenWeights(lambda: HeadNetwork(self.config, base.hidden_size, base.config.layer_norm_eps),
                                       tensors, owner=f"head {self.source}", device=base.options.device)
         self.digest = head_digest(files["head_config"], files["head_weights"])
 

@@ -80,7 +80,11 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "is refused at load with ArtifactError naming the file and that tensor; so is one missing an "
           "expected tensor (naming the first missing in sorted order, and how many more), and one whose "
           "header lists a tensor name twice (the first entry pointing at another tensor's bytes) or a "
-          "key of one tensor's entry twice (naming that tensor); the file re-saved unchanged loads."),
+          "key of one tensor's entry twice (naming that tensor); the file re-saved unchanged loads. A header "
+          "laid out otherwise (entries reordered, tensors' bytes in another order, padding after the header, "
+          "a tensor not 4-byte aligned) or mutated (offsets, shapes, dtypes, sizes) is loaded exactly when the "
+          "safetensors library reads it, with the library's tensors, torch.equal; a gap, an overlap, a size "
+          "other than the shape implies, bytes past the last tensor, or a header over 1 MiB (one of exactly 1 MiB loads) are refused naming the file."),
     Claim("artifact.vocabulary",
           "encoder_config's vocab_size must be at least the tokenizer's size, added tokens included "
           "(equal loads, one less is refused with ArtifactError naming the tokenizer file), and each "
@@ -98,7 +102,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "refused, as is a tokenizer over 64 MiB, before being read; an encoder weights file over "
           "16 GiB or a head weights file over 256 MiB is refused naming the file before a byte of it "
           "is read (peak memory stays flat), and a head weights file of exactly 256 MiB is read and "
-          "its sha256 pin checked; JSON nested past the parser's "
+          "its sha256 pin checked; a valid 96 MiB encoder weights file is held once: loading it grows "
+          "peak memory by at most 1.25 times its size; JSON nested past the parser's "
           "recursion limit is refused naming the file."),
     Claim("artifact.finite-weights",
           "A pinned weights file (encoder or head) holding a NaN or an infinity in any floating "

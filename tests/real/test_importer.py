@@ -18,7 +18,7 @@ from laya.training.importer import import_bert_base
 
 
 def imported_tensors(directory) -> dict[str, torch.Tensor]:
-    return load_safetensors(read_artifact_files(directory, require_head=False)["encoder_weights"].data)
+    return load_safetensors(bytes(read_artifact_files(directory, require_head=False)["encoder_weights"].data))
 
 
 def tf_era_layout(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

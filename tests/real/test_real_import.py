@@ -16,7 +16,7 @@ def test_base_is_the_checkpoint_renamed_nowhere_and_untouched(imported_dir, chec
     files = read_artifact_files(imported_dir, require_head=False)
     assert set(files.files) == set(BASE_ROLES)  # no head role
     assert files["tokenizer"].data == (checkpoint_dir / "tokenizer.json").read_bytes()
-    tensors = load_safetensors(files["encoder_weights"].data)
+    tensors = load_safetensors(bytes(files["encoder_weights"].data))
     assert set(checkpoint_tensors) - set(tensors) == {"pooler.dense.weight", "pooler.dense.bias",
                                                       "embeddings.position_ids"}
     for name, tensor in tensors.items():  # this checkpoint already uses BertModel's names

@@ -199,8 +199,8 @@ DEFECTS: tuple[Defect, ...] = (
        "",
        "base edits detected only when the encoder runs: a cache hit serves edited weights unnoticed"),
     _d("weights.inf-accepted", "weights", "weights artifact", "laya/artifact/weights.py",
-       "if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):",
-       "if tensor.is_floating_point() and bool(torch.isnan(tensor).any()):",
+       "return all(bool(torch.isfinite(part).all()) for part in",
+       "return not any(bool(torch.isnan(part).any()) for part in",
        "non-finite check written as a NaN check: infinities load"),
     # --- cache ---------------------------------------------------------------------------
     _d("cache.overhead-changed", "cache", "cache", "laya/serving/cache.py",
