@@ -337,6 +337,14 @@ REFUSALS = [
                  id="cross-attention"),
     pytest.param(edit_config(type_vocab_size=1), {}, "config.json", "type_vocab_size", id="one-token-type"),
     pytest.param(edit_config(num_hidden_layers=None), {}, "config.json", "num_hidden_layers", id="no-depth"),
+    # docs/artifact-v1.md's encoder_config bounds, before anything is built from them
+    pytest.param(edit_config(num_hidden_layers=129), {}, "config.json", "num_hidden_layers", id="depth-over-128"),
+    pytest.param(edit_config(type_vocab_size=17), {}, "config.json", "type_vocab_size", id="types-over-16"),
+    pytest.param(edit_config(vocab_size=(1 << 20) + 1), {}, "config.json", "vocab_size", id="vocab-over-2**20"),
+    # docs/real-base.md "Sizes, before the bytes": float32 weights over 16 GiB (word embeddings
+    # alone 2**20 x 8192 x 4 bytes = 32 GiB), refused from config.json before the weights are parsed
+    pytest.param(edit_config(vocab_size=1 << 20, hidden_size=8192), {}, "config.json", None,
+                 id="implied-weights-over-16GiB"),
     pytest.param(edit_config(hidden_size=True), {}, "config.json", "hidden_size", id="bool-hidden"),
     pytest.param(edit_config(num_attention_heads=3), {}, "config.json", "num_attention_heads", id="uneven-heads"),
     pytest.param(edit_config(layer_norm_eps=0), {}, "config.json", "layer_norm_eps", id="eps-0"),
@@ -387,6 +395,36 @@ def test_unsupported_checkpoint_is_refused_naming_file_and_field_and_nothing_is_
     else:
         assert (refused.value.file, refused.value.field) == (file, field), str(refused.value)
     assert os.listdir(parent) == [], "a refused import must write nothing"
+
+
+# docs/real-base.md "Sizes, before the bytes": each checkpoint file's limit, checked on its size.
+FILE_LIMITS = {"config.json": 1 << 20, "tokenizer.json": 64 << 20, "model.safetensors": 16 << 30}
+
+
+@pytest.mark.laya_claim("base.import")
+@pytest.mark.parametrize("name", sorted(FILE_LIMITS))
+def test_a_checkpoint_file_over_its_size_limit_is_refused_before_it_is_read(checkpoints, tmp_path_factory, name):
+    """One byte over the limit, as a sparse file (so the test itself costs no memory): refused
+    naming the file's path and its size, not read (the message is the size's, not a parse
+    error of the zeros it would read), and nothing is written."""
+    source = shutil.copytree(checkpoints["BertModel"], tmp_path_factory.mktemp("over") / "hf")
+    os.truncate(source / name, FILE_LIMITS[name] + 1)
+    parent = tmp_path_factory.mktemp("out")
+    with pytest.raises(ArtifactError) as refused:
+        import_bert_base(source, parent / "base")
+    assert refused.value.file == str(source / name), str(refused.value)
+    assert f"{FILE_LIMITS[name] + 1} bytes" in str(refused.value), str(refused.value)
+    assert os.listdir(parent) == [], "a refused import must write nothing"
+
+
+@pytest.mark.laya_claim("base.import")
+def test_a_config_of_exactly_its_size_limit_is_imported(checkpoints, tmp_path_factory):
+    """The neighbour of the refusal above: config.json padded with trailing spaces to exactly 1 MiB."""
+    source = shutil.copytree(checkpoints["BertModel"], tmp_path_factory.mktemp("at") / "hf")
+    text = (source / "config.json").read_bytes()
+    (source / "config.json").write_bytes(text + b" " * (FILE_LIMITS["config.json"] - len(text)))
+    out = import_bert_base(source, tmp_path_factory.mktemp("at-out") / "base")
+    assert json.loads(artifact_files(out)["encoder_config"])["num_hidden_layers"] == LAYERS
 
 
 @pytest.mark.laya_claim("base.import")

@@ -12,6 +12,7 @@ GELU and absolute positions is refused, naming the file and field.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,17 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 from tokenizers import Tokenizer
 
-from laya.artifact.manifest import ArtifactFiles, PinnedFile, loads_json_object, read_artifact_files, write_artifact_files
+from laya.artifact.manifest import (MAX_ENCODER_WEIGHTS_BYTES, MAX_JSON_BYTES, MAX_TOKENIZER_BYTES, ArtifactFiles,
+                                    PinnedFile, loads_json_object, read_artifact_files, write_artifact_files)
 from laya.serving.base import VerifiedBase
 from laya.artifact.binding import canonical_json, sha256
-from laya.serving.config import SEQUENCE_FORMAT_NAME
+from laya.serving.config import ENCODER_LIMITS, SEQUENCE_FORMAT_NAME
 from laya.serving.encoder import EncoderConfig, encoder_parameter_shapes
 from laya.errors import ArtifactError, LayaError
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
+# Checked on each file's size before it is read: the limits the base's own files are loaded under.
+READ_LIMITS = {CONFIG: MAX_JSON_BYTES, WEIGHTS: MAX_ENCODER_WEIGHTS_BYTES, TOKENIZER: MAX_TOKENIZER_BYTES}
 DEFAULT_OPTION_MARKERS = 8
 INT_FIELDS = {"vocab_size": 1, "hidden_size": 1, "num_hidden_layers": 1, "num_attention_heads": 1,
               "intermediate_size": 1, "max_position_embeddings": 1, "type_vocab_size": 2}
@@ -49,6 +53,7 @@ def import_bert_base(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
     source = Path(hf_dir)
     config_bytes, weights_bytes, tokenizer_bytes = (_read(source, name) for name in (CONFIG, WEIGHTS, TOKENIZER))
     config = encoder_config(loads_json_object(config_bytes, CONFIG))
+    _refuse_weights_over_the_limit(sum(math.prod(s) for s in encoder_parameter_shapes(config).values()) * 4)
     tokenizer = _tokenizer(tokenizer_bytes, config.vocab_size)
     special = special_token_ids(tokenizer, option_markers)
     tensors = encoder_tensors(weights_bytes, config)
@@ -59,9 +64,11 @@ def import_bert_base(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, *,
         "model.safetensors sha256": sha256(weights_bytes)}, sort_keys=True)}
     sequence_format = {"name": SEQUENCE_FORMAT_NAME, "question_token_type": 0, "option_token_type": 1,
                        "state_position": "after_options", "padding": "none"}
+    encoder_weights = save_safetensors(tensors, metadata=provenance)
+    _refuse_weights_over_the_limit(len(encoder_weights))
     files = {
         "encoder_config": ("encoder_config.json", canonical_json(config.__dict__)),
-        "encoder_weights": ("encoder.safetensors", save_safetensors(tensors, metadata=provenance)),
+        "encoder_weights": ("encoder.safetensors", encoder_weights),
         "tokenizer": ("tokenizer.json", tokenizer_bytes),
         "special_tokens": ("special_tokens.json", canonical_json(special)),
         "sequence_format": ("sequence_format.json", canonical_json(sequence_format)),
@@ -82,8 +89,9 @@ def encoder_config(hf: dict[str, Any]) -> EncoderConfig:
     ints = {}
     for field, low in INT_FIELDS.items():
         value = hf.get(field)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ArtifactError(f"is {value!r}, expected an integer >= {low}", file=CONFIG, field=field)
+        high = ENCODER_LIMITS[field]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ArtifactError(f"is {value!r}, expected an integer in [{low}, {high}]", file=CONFIG, field=field)
         ints[field] = value
     eps = hf.get("layer_norm_eps")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
@@ -165,11 +173,30 @@ def _tokenizer(data: bytes, vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
+def _refuse_weights_over_the_limit(size: int) -> None:
+    """Refuse, before the work, a base whose float32 encoder weights (float16 and bfloat16
+    checkpoints double on import) no laya loader would read."""
+    if size > MAX_ENCODER_WEIGHTS_BYTES:
+        raise ArtifactError(f"the encoder's float32 weights come to {size} bytes, over the {MAX_ENCODER_WEIGHTS_BYTES}"
+                            "-byte limit of a base's encoder_weights file", file=CONFIG)
+
+
 def _read(directory: Path, name: str) -> bytes:
-    path = directory / name
+    """The bytes of one checkpoint file, its size checked against its limit before a byte is read."""
+    path, limit = directory / name, READ_LIMITS[name]
     if path.is_symlink() or not path.is_file():
         raise ArtifactError("missing, a symlink, or not a regular file", file=str(path))
-    return path.read_bytes()
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise ArtifactError(f"is {size} bytes, the limit for this file is {limit}", file=str(path))
+            data = fh.read(size + 1)
+    except OSError as e:  # pragma: no cover — an unreadable regular file (EIO; EACCES for a user other than root, which CI runs as): no test can make one here
+        raise ArtifactError(f"cannot be read: {e.strerror}", file=str(path)) from None
+    if len(data) != size:  # pragma: no cover — defensive: the file changed size between its fstat and this read, a race no test can time
+        raise ArtifactError(f"changed size while it was read ({size} bytes, then {len(data)})", file=str(path))
+    return data
 
 
 @click.group()
