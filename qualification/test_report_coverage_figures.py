@@ -111,7 +111,7 @@ def reference_exclusions(files: list[tuple[str, list[dict]]]) -> tuple[list[dict
                 continue
             words = [p["reason"].strip()]
             for below in lines[number:]:
-                if "comment" not in below:
+                if "comment" not in below or below["pragma"]:
                     break
                 words.append(below["comment"].strip())
             found.append({"file": rel, "line": number, "kind": f"no {p['kind']}",
@@ -195,6 +195,10 @@ def code(pragma=None, kind="cover", separator=" — ", reason="a reason"):
                                                                    "reason": reason}}
 
 
+def comment(text="", pragma=None):
+    return {"comment": text, "pragma": pragma}
+
+
 @pytest.mark.laya_claim("report.figures.coverage")
 @settings(max_examples=60)
 @given(files=st.lists(pragma_lines(), min_size=1, max_size=3).map(
@@ -204,9 +208,10 @@ def code(pragma=None, kind="cover", separator=" — ", reason="a reason"):
 @example(files=[("laya/x.py", [code(reason=""), code(reason="   "), code(separator=": "), code(separator=" "),
                                code(separator=" - ", reason=""), code(separator=" -- ", reason=""), code(kind="branch", separator="-", reason=" ")])]).via(
     "no reason (a dash is none), or no dash: named, not excluded")
-@example(files=[("laya/x.py", [code(reason="a reason that"), {"comment": "goes on below"}, {"comment": ""},
-                               {"comment": "and on"}, code(False), {"comment": "no part of it"}])]).via(
-    "a reason goes on over the comment-only lines below it")
+@example(files=[("laya/x.py", [code(reason="a reason that"), comment("goes on below"), comment(""), comment("and on"),
+                               code(False), comment("no part of it"), code(), comment(pragma=code()["pragma"]),
+                               comment("its own")])]).via(
+    "a reason goes on over the comment-only lines below it, up to one with a pragma of its own")
 @example(files=[("laya/a.py", [code(reason="")]), ("laya_qual/b.py", [code(False), code(False), code(reason="")])]).via(
     "each unexplained pragma by file and line")
 def test_a_pragma_excludes_only_with_a_dash_and_a_reason(files):
