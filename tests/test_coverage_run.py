@@ -47,6 +47,7 @@ def test_a_pragma_needs_a_written_reason():
         f"s = 6  {PRAGMA} — a reason that",
         "    # goes on below",
         "r = 7  # not a comment-only line: no part of it",
+        f"q = 8  {PRAGMA} --",
     ])
     found, unexplained = exclusions([("laya/x.py", text)])
     assert found == [
@@ -54,7 +55,7 @@ def test_a_pragma_needs_a_written_reason():
         {"file": "laya/x.py", "line": 2, "kind": "no cover", "reason": "a hyphen works too"},
         {"file": "laya/x.py", "line": 3, "kind": "no branch", "reason": "always true here"},
         {"file": "laya/x.py", "line": 9, "kind": "no cover", "reason": "a reason that goes on below"}]
-    assert unexplained == ["laya/x.py:4", "laya/x.py:5", "laya/x.py:6", "laya/x.py:7"]
+    assert unexplained == ["laya/x.py:4", "laya/x.py:5", "laya/x.py:6", "laya/x.py:7", "laya/x.py:12"]
 
 
 def test_the_measured_packages_carry_no_unexplained_pragma():

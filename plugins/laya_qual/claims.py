@@ -827,6 +827,29 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "second figure's K adds the project tests'; each with the one-sided 95% Clopper-Pearson lower "
           "bound; a reason filed late leaves its mutant a survivor (listed apart), a failure that did not "
           "reproduce is listed, kills by tests/ only are listed."),
+    Claim("report.figures.coverage",
+          "A `laya-qual coverage` figure counts what coverage.py's data record as docs/coverage.md defines: per "
+          "package (`laya`, `laya_qual`, `laya_qual.suite`, `laya_qual.synth`, a file going to the longest of their "
+          "folders it is in) the statements and branches executed of those there are, and `inProcessOnly` the same "
+          "without what the `|subprocess` contexts ran; a line carrying the no-cover pragma followed by a dash and a "
+          "reason is excluded (an `if` with its block and its branch) and listed with its reason, which goes on over "
+          "the comment-only lines below it, and a pragma without the dash or the reason excludes nothing and is "
+          "named by file and line; the tests counted are the node ids labelling the data, `shared:` fixtures not. "
+          "`--laya-coverage FILE` signs the file's packages, data digest, seed, settings, test counts, tests red only "
+          "under coverage and exclusions, and refuses, naming the file, one of another format or no JSON, a partial "
+          "or unfinished run, one measured on other runtime or harness code, and one whose data file is missing or "
+          "not of the sha256 it names (any byte changed); `laya-qual show` prints each package's covered/total with "
+          "its percent rounded to one decimal (n/a of none)."),
+    Claim("report.figures.traceability",
+          "A report's `suite.traceability` is its map's figure as docs/report-format.md defines it: `fields` and "
+          "`rules` count the `F-` and `R-` ids, an id covered only when its entry names tests and carries no gap; "
+          "`mapDigest` is the sha256 of the map's canonical JSON (sorted keys, no whitespace, UTF-8, non-ASCII "
+          "unescaped); `gaps` are the ids not covered, sorted; with no map given it is the figure of the map the "
+          "harness ships, and a map of another format is refused naming the file. `laya-qual show` prints it as "
+          "`fields and rules covered R of T` with each count, the gaps and the digest (nothing for a report "
+          "without it); docs/claims.md's matrix lists each doc's ids with their tests or their gap; the map check "
+          "names every id a doc has and the map lacks, every id of the map no doc has, and every entry whose doc "
+          "is not the one the id is written in."),
     Claim("report.figures.kill-rate",
           "`--laya-kill-rate FILE` signs a sampled run's figure as the file's shipped-suite K of N, lower "
           "bound, parts, second figure and filed equivalents, and refuses, naming the file, a results file "

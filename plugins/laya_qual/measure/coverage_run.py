@@ -65,11 +65,15 @@ SHARED = "shared:"
 _PRAGMA = "pragma"  # spelled apart so that this module's own lines never read as a pragma
 # Any no-cover / no-branch pragma, reason or not (what the checker looks for).
 ANY_PRAGMA = re.compile(r"#\s*" + _PRAGMA + r"\s*:?\s*no\s*(cover|branch)\b(.*)$", re.IGNORECASE)
-# The forms coverage.py honours: the pragma, a dash (em dash, en dash or hyphens), a reason.
+# The forms coverage.py honours: the pragma, a dash (em dash, en dash or hyphens), a reason
+# (which starts with neither a space nor a dash: "-- " alone is a dash and no reason), on
+# one line: coverage.py 7.6+ matches these against the whole source, where "\s" would take
+# a newline and a dash ending one line would exclude the next line too.
 # ("[#]", not "#": in the rc file a line starting with "#" is a comment.)
-EXCLUDE_LINE = r"[#]\s*" + _PRAGMA + r":\s*no cover\s*[—–-]+\s*\S"
-PARTIAL_BRANCH = r"[#]\s*" + _PRAGMA + r":\s*no branch\s*[—–-]+\s*\S"
-_REASON = re.compile(r"^\s*[—–-]+\s*(\S.*?)\s*$")
+_BLANK = r"[ \t]*"
+EXCLUDE_LINE = r"[#]" + _BLANK + _PRAGMA + ":" + _BLANK + "no cover" + _BLANK + r"[—–-]+" + _BLANK + r"[^\s—–-]"
+PARTIAL_BRANCH = r"[#]" + _BLANK + _PRAGMA + ":" + _BLANK + "no branch" + _BLANK + r"[—–-]+" + _BLANK + r"[^\s—–-]"
+_REASON = re.compile(r"^\s*[—–-]+\s*([^\s—–-].*?)\s*$")
 
 CONTEXT_PLUGIN = '''"""Loaded by laya-qual coverage runs (-p): labels what runs with the tests it runs for.
 
