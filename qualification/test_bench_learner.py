@@ -86,7 +86,9 @@ def test_learner_speedup_side_by_side(benchmark, evolution_group, laya_device):
                                 flop_model_limit=round(figures["flop_model"]["limit"], 4),
                                 limit_with_handoff=round(figures["limit_with_handoff"], 4),
                                 limit_measured=round(figures["limit_measured"], 4),
-                                seed_speedup=PREDECESSOR_SPEEDUP)
+                                seed_speedup=PREDECESSOR_SPEEDUP,
+                                timed=f"the whole side-by-side run: feature production, then the kernel and the "
+                                      f"feature learner each through {UPDATES} updates")
 
 
 @pytest.mark.laya_claim("bench.learner.speedup")

@@ -42,6 +42,7 @@ def test_cache_hit_vs_miss(benchmark, bench_heads, laya_device):
     arms, warm = cache_arms(bench_heads["float32"], REQUEST, laya_device)
     medians = side_by_side(arms, ROUNDS, device=laya_device)
     record(benchmark, medians, miss_over_hit=medians["miss"] / medians["hit"])
+    benchmark.extra_info["timed"] = "one Adapters.predict of one request with a warm cache (the hit arm)"
     benchmark.pedantic(arms["hit"], rounds=ROUNDS, warmup_rounds=1)
     assert warm.cache_stats().misses == 1
 
@@ -51,6 +52,7 @@ def test_runtime_overhead_over_bare_torch(benchmark, bench_heads, laya_device):
     arms, tokens = overhead_arms(bench_heads["float32"], REQUEST, laya_device)
     medians = side_by_side(arms, ROUNDS, device=laya_device)
     record(benchmark, medians, laya_over_bare=medians["laya"] / medians["bare"], tokens=tokens)
+    benchmark.extra_info["timed"] = "one Adapters.predict of one request (the laya arm)"
     benchmark.pedantic(arms["laya"], rounds=ROUNDS, warmup_rounds=1)
 
 
@@ -59,6 +61,7 @@ def test_int8_vs_float32_head(benchmark, bench_heads, laya_device):
     arms = head_arms(bench_heads, REQUEST, laya_device)  # float32 first: its predict warms the cache
     medians = side_by_side(arms, ROUNDS, device=laya_device)
     record(benchmark, medians, int8_over_float32=medians["int8"] / medians["float32"])
+    benchmark.extra_info["timed"] = "one Adapters.predict of one request on the int8 head (the int8 arm)"
     benchmark.pedantic(arms["int8"], rounds=ROUNDS, warmup_rounds=1)
 
 
@@ -72,7 +75,8 @@ def test_memory_of_shared_heads(benchmark, artifact_factory, heads):
     base_bytes = unique_tensor_bytes(base.weight_tensors().values())
     assert shared < standalone and standalone - shared == (heads - 1) * base_bytes
     benchmark.extra_info.update(heads=heads, shared_weight_bytes=shared, standalone_weight_bytes=standalone,
-                                standalone_over_shared=round(standalone / shared, 3))
+                                standalone_over_shared=round(standalone / shared, 3),
+                                timed=f"one laya.open_adapters of {heads} heads on one shared base")
     benchmark.pedantic(laya.open_adapters, args=(dirs,), kwargs={"base": base}, rounds=3)
 
 
@@ -102,5 +106,7 @@ def test_batched_vs_one_by_one_vs_transformers(benchmark, qualified_heads, quali
         **{f"rows_{k}": v for k, v in work.rows().items() if k != "tokens"},
         length_min=lengths[0], length_median=statistics.median(lengths), length_max=lengths[-1],
         load_average_1m_before=round(load_before[0], 2), load_average_1m_after=round(os.getloadavg()[0], 2),
-        intra_op_threads=torch.get_num_threads())
+        intra_op_threads=torch.get_num_threads(),
+        timed=f"one predict_many call per batch of {work.batch_size} over all {len(work.items)} requests, in "
+              "arrival order (the batched arm)")
     benchmark.pedantic(arms["batched"], rounds=BATCH_ROUNDS)

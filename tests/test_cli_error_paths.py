@@ -385,7 +385,8 @@ def test_show_output_is_utf8_whatever_the_locale(bundle, tmp_path, append):
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode(errors="replace")
     written = out.read_bytes().decode("utf-8")
     assert written.startswith("before\n") == append and written.count("## Qualification report") == 1
-    assert "| `test_project.py::test_fast` | 4.2 µs | 5 |" in written
+    assert "| `test_project.py::test_fast` | 4.20 µs | min not recorded – max not recorded, IQR not recorded, 5 rounds |" \
+        in written
 
 
 # --- verify: the bundle's lines and statements ------------------------------------------------

@@ -208,7 +208,11 @@ def test_claims_table_is_the_reports(pages):
             cells = row.all("td")
             assert (row.attrs["data-verdict"], row.attrs["data-area"]) == (claim["verdict"], claim["area"])
             assert cells[1].attrs["data-verdict"] == cells[1].content() == claim["verdict"]
-            assert cells[3].content() == claim["statement"]
+            # the statement is folded: its opening as the summary, the whole statement inside
+            [fold] = cells[3].all("details")
+            assert fold.one("p", **{"class": "statement"}).content() == claim["statement"]
+            opening = fold.one("summary").content()
+            assert claim["statement"].startswith(opening.removesuffix(" …")) and len(opening) <= 74
         options = [o.attrs["value"] for o in page.one("select", id="area-filter").all("option")]
         assert options == ["", *sorted({c["area"] for c in claims.values()})]
     assert any("<" in c["statement"] for c in predicate(pages["heads"][0])["claims"])

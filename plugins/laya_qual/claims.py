@@ -872,6 +872,16 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "The plugin loaded (`-p laya_qual`) into a pytest run that asks for no qualification, report or "
           "evidence changes nothing of it: the same outcomes and exit status as without it, no file of its own "
           "written (no report, evidence or durations), no line of output added, and the project's own `claim` marker stays its own."),
+    Claim("report.html.numbers",
+          "`laya-qual show --html` and `--markdown` write every benchmark median, min, max and IQR as a "
+          "duration in the one of ns, µs, ms and s that puts the number in [1, 1000) (min, then h, from "
+          "1000 s), and every extraInfo number in the unit its name gives by docs/report-format.md's "
+          "\"Numbers as shown\" (durations, bytes in B to TiB of 1024, rates with k, M, G, ratios with ×, "
+          "counts), rounded to 3 significant digits so that it reads back to within half its last digit, "
+          "with no exponent and no more than 4 digits; zero, negative numbers, NaN and infinities are "
+          "written as documented; every median carries its min, max, IQR and rounds, each figure a report "
+          "lacks saying `not recorded`; both begin with the headline figures (result, claims per verdict, "
+          "coverage, traceability, kill rate, benchmarks), each with what it measures."),
     # --- release: the tools that combine and judge reports ------------------------
     Claim("release.compare.fail-on",
           "`laya-qual compare --fail-on` trips exactly as docs/report-format.md defines: for "

@@ -108,7 +108,7 @@ def _benchmark(item: pytest.Item) -> dict | None:
                 else "the benchmark fixture was not run"}
     s = meta.stats
     return {"measured": True, "name": fixture.name, "unit": "seconds", "median": s.median,
-            "mean": s.mean, "min": s.min, "max": s.max, "stddev": s.stddev, "rounds": s.rounds,
+            "mean": s.mean, "min": s.min, "max": s.max, "stddev": s.stddev, "iqr": s.iqr, "rounds": s.rounds,
             "iterations": meta.iterations, "extraInfo": _plain(fixture.extra_info)}
 
 

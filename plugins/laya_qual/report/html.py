@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from laya_qual.report.model import FAILED, NOT_EVALUATED, PASSED
 from laya_qual.measure.suite_figures import mutant_sample_headline, project_tests_figure
-from laya_qual.report.summary import DEV_KEY_NOTE, evidence_line, failures_first
+from laya_qual.report import units
+from laya_qual.report.summary import DEV_KEY_NOTE, evidence_line, failures_first, glance
 
 NOT_RECORDED = "not recorded"
 NO_HEAD_DETAILS = "no head details in this report"
@@ -32,6 +33,12 @@ ARM_FAMILIES = (
     ("weight bytes", re.compile(r"(?P<arm>.+)_weight_bytes")),
     ("median seconds per update", re.compile(r"(?P<arm>.+)_update_seconds_median")),
 )
+# what a bar of a side-by-side family is: medians measured beside the fixture's own rounds
+SIDE_BY_SIDE = {
+    "median seconds": "each bar: one arm's median, the arms timed side by side in one run; spread not recorded",
+    "median seconds per update": "each bar: one arm's median over its updates; spread not recorded",
+    "requests per second": "each bar: requests served over the arm's median time",
+}
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#1d1d1f;padding:0 1em}
 h1 .PASSED{color:#1a7f37}h1 .FAILED{color:#cf222e}h1 .WARNED{color:#9a6700}
@@ -41,7 +48,12 @@ vertical-align:top}td.verdict-failed{color:#cf222e;font-weight:600}td.verdict-no
 .figures{display:flex;flex-wrap:wrap;gap:1em}.figure{flex:0 0 auto;width:min-content}
 .figure p{margin:.2em 0;font-size:12px}
 svg text{font-size:11px;fill:#57606a}.not-recorded{color:#57606a;font-style:italic}code{font-size:12px}
-table.figures-table{width:auto;margin-top:.5em}
+table.figures-table{width:auto;margin-top:.5em}td.number{font-variant-numeric:tabular-nums;white-space:nowrap}
+table.glance{width:auto;margin:.6em 0}table.glance th{font-weight:600;white-space:nowrap}
+table.glance td.what{color:#57606a}#claims th button{font:inherit;font-weight:600;border:0;background:none;
+padding:0;cursor:pointer}#claims th[aria-sort=ascending] button::after{content:" \25B2"}
+#claims th[aria-sort=descending] button::after{content:" \25BC"}details summary{cursor:pointer}
+p.median{margin:.3em 0}p.median .what{color:#57606a}
 .before{fill:#8c959f}.after{fill:#0969da}.pass{fill:#1a7f37}.fail{fill:#cf222e}
 """
 FILTER_SCRIPT = """
@@ -61,6 +73,19 @@ FILTER_SCRIPT = """
   area.addEventListener("change", apply);
   verdict.addEventListener("change", apply);
   apply();
+  var table = document.getElementById("claims"), body = table.tBodies[0];
+  var heads = table.querySelectorAll("thead th");
+  heads.forEach(function (th, column) {
+    th.querySelector("button").addEventListener("click", function () {
+      var up = th.getAttribute("aria-sort") !== "ascending";
+      heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", up ? "ascending" : "descending");
+      function key(row) { var cell = row.cells[column]; return cell.dataset.sort || cell.textContent; }
+      Array.prototype.slice.call(body.rows).sort(function (a, b) {
+        return (up ? 1 : -1) * key(a).localeCompare(key(b), undefined, {numeric: true});
+      }).forEach(function (row) { body.appendChild(row); });
+    });
+  });
 })();
 """
 
@@ -211,8 +236,9 @@ def bars_svg(parent: ET.Element, measure: str, arms: list[tuple[str, str, float]
         bar = _el(area, "rect", class_="after", x=str(frame.left), y=str(y + 3),
                   width=str(frame.x(value) - frame.left), height="15", data_arm=arm, data_key=key,
                   data_value=number(value))
-        _el(bar, "title", f"{key} = {value}")
-        _el(area, "text", shown(value), x=str(frame.x(value) + 4), y=str(y + 14))
+        _el(bar, "title", f"{key}: {units.figure(key, value)}")
+        _el(area, "text", units.figure(key, value), x=str(frame.x(value) + 4), y=str(y + 14), class_="number",
+            data_key=key)
 
 
 # --- page sections -----------------------------------------------------------------------
@@ -251,21 +277,28 @@ def _benchmarks(body: ET.Element, benchmarks: list[dict]) -> None:
     for b in benchmarks:
         section = _el(body, "section", class_="benchmark", data_test=b["test"])
         _el(section, "h3").append(_code(b["test"]))
-        _el(section, "p", f"median {shown(b['median'])} {b.get('unit', 's')} over {b['rounds']} round(s)",
-            data_median=number(b["median"]))
+        headline = _el(section, "p", "median wall time of one round (pytest-benchmark's rounds, apart from the "
+                                     "side-by-side figures below): ", class_="median",
+                       data_median=number(b["median"]))
+        _el(headline, "strong", units.median(b), class_="number").tail = f" ({units.spread(b)}). "
+        _el(headline, "span", f"One round times: {units.timed(b)}.", class_="what", data_timed=units.timed(b))
         extra = b.get("extraInfo", {})
         groups, rest = benchmark_arms(extra)
         figures = _el(section, "div", class_="figures")
         for measure, arms in groups:
-            bars_svg(_el(figures, "div", class_="figure"), measure, arms)
-        scalars = [(k, extra[k]) for k in rest if extra[k] is not None and not isinstance(extra[k], (list, dict))]
+            figure = _el(figures, "div", class_="figure")
+            bars_svg(figure, measure, arms)
+            if measure in SIDE_BY_SIDE:
+                _el(figure, "p", SIDE_BY_SIDE[measure])
+        scalars = [(k, extra[k]) for k in rest if extra[k] is not None and not isinstance(extra[k], (list, dict))
+                   and k != units.TIMED_KEY]
         if scalars:
             table = _el(section, "table", class_="figures-table")
             for key, value in scalars:
                 row = _el(table, "tr")
                 _el(row, "td").append(_code(key))
-                _el(row, "td", shown(value) if isinstance(value, float) else str(value), data_key=key,
-                    data_value=number(value) if _numeric(value) else str(value))
+                _el(row, "td", units.figure(key, value), class_="number" if _numeric(value) else "text",
+                    data_key=key, data_value=number(value) if _numeric(value) else str(value))
 
 
 def _code(text: str) -> ET.Element:
@@ -323,6 +356,32 @@ def _heads(body: ET.Element, p: dict) -> None:
             _task(section, task)
 
 
+VERDICT_ORDER = {FAILED: 1, NOT_EVALUATED: 2, PASSED: 3}  # sorting the verdict column: failures first
+
+
+def _opening(statement: str, width: int = 72) -> str:
+    """The start of a claim's statement, cut at a word, for the folded row."""
+    if len(statement) <= width:
+        return statement
+    return statement[:width].rsplit(" ", 1)[0] + " …"
+
+
+def _glance(body: ET.Element, p: dict) -> None:
+    """The headline figures, each with what it measures, before anything else."""
+    table = _el(body, "table", class_="glance", id="glance")
+    for name, value, what in glance(p):
+        row = _el(table, "tr", data_figure=name)
+        _el(row, "th", name, scope="row")
+        cell = _el(row, "td", class_="number")
+        verdict = {"claims passed": PASSED, "claims failed": FAILED, "claims not evaluated": NOT_EVALUATED}.get(name)
+        if verdict:  # the count itself, readable back
+            _el(cell, "span", str(p["counts"][verdict]), data_verdict_count=verdict,
+                data_value=number(p["counts"][verdict])).tail = value[len(str(p["counts"][verdict])):]
+        else:
+            cell.text = value
+        _el(row, "td", what, class_="what")
+
+
 def _claims(body: ET.Element, claims: list[dict]) -> None:
     _el(body, "h2", "Claims", id="claims-section")
     controls = _el(body, "p")
@@ -338,14 +397,17 @@ def _claims(body: ET.Element, claims: list[dict]) -> None:
     table = _el(body, "table", id="claims")
     header = _el(_el(table, "thead"), "tr")
     for name in ("claim", "verdict", "evidence", "statement"):
-        _el(header, "th", name)
+        _el(_el(header, "th", scope="col"), "button", name, type="button", title=f"sort by {name}")
     rows = _el(table, "tbody")
     for c in failures_first(claims):
         row = _el(rows, "tr", data_claim=c["id"], data_area=c["area"], data_verdict=c["verdict"])
         _el(row, "td").append(_code(c["id"]))
-        _el(row, "td", c["verdict"], class_="verdict-" + c["verdict"].replace(" ", "-"), data_verdict=c["verdict"])
+        _el(row, "td", c["verdict"], class_="verdict-" + c["verdict"].replace(" ", "-"), data_verdict=c["verdict"],
+            data_sort=str(VERDICT_ORDER.get(c["verdict"], 0)))
         _el(row, "td", evidence_line(c))
-        _el(row, "td", c["statement"])
+        fold = _el(_el(row, "td"), "details")
+        _el(fold, "summary", _opening(c["statement"]))
+        _el(fold, "p", c["statement"], class_="statement")
 
 
 def _header(body: ET.Element, laya: dict, bundle_name: str, signature: Signature) -> None:
@@ -360,11 +422,7 @@ def _header(body: ET.Element, laya: dict, bundle_name: str, signature: Signature
         data_development_key=str(development).lower())
     if development:
         _el(body, "p", f"Warning: {DEV_KEY_NOTE}.", class_="warning")
-    counts = _el(body, "p", id="counts")
-    for verdict in (PASSED, FAILED, NOT_EVALUATED):
-        _el(counts, "span", f"{p['counts'][verdict]} {verdict}", data_verdict_count=verdict,
-            data_value=number(p["counts"][verdict])).tail = ", "
-    counts[-1].tail = f" of {len(p['claims'])} claims."
+    _glance(body, p)
     subjects = (f"{s['name']} ({', '.join(f'{a}:{v}' for a, v in sorted(s['digest'].items()))})"
                 for s in laya["subject"])
     _el(body, "p", "Subjects: " + "; ".join(subjects))

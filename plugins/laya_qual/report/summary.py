@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from laya_qual.claims import Claim
 from laya_qual.measure.suite_figures import (coverage_line, kill_rate_line, mutant_sample_headline, project_tests_figure,
                                     traceability_line)
+from laya_qual.report import units
 from laya_qual.report.model import FAILED, NOT_EVALUATED, PASSED
 
 _ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}
@@ -65,18 +66,65 @@ def _environment(p: dict) -> str:
 
 
 def _figures(extra: dict, prefix: str = "") -> list[str]:
-    """Scalar figures as k=v (dicts flattened, floats to 4 digits); lists and nulls stay in the bundle."""
+    """Scalar figures as ``key value``, each in its unit (docs/report-format.md, "Numbers as
+    shown"); dicts flattened with ``.``; lists, nulls and the ``timed`` text stay in the bundle."""
     out = []
     for k, v in extra.items():
         if isinstance(v, dict):
             out += _figures(v, f"{prefix}{k}.")
-        elif v is not None and not isinstance(v, list):
-            out.append(f"{prefix}{k}={v:.4g}" if isinstance(v, float) else f"{prefix}{k}={v}")
+        elif v is not None and not isinstance(v, list) and not (not prefix and k == units.TIMED_KEY):
+            out.append(f"{prefix}{k} {units.figure(prefix + k, v)}")
     return out
 
 
-def _benchmark_row(b: dict) -> tuple[str, str, str, str]:
-    return b["test"], duration(b["median"]), str(b["rounds"]), ", ".join(_figures(b.get("extraInfo", {})))
+def _benchmark_row(b: dict) -> tuple[str, str, str, str, str]:
+    """(test, median, spread and rounds, what one round times, the other figures)."""
+    return (b["test"], units.median(b), units.spread(b), units.timed(b),
+            "; ".join(_figures(b.get("extraInfo", {}))))
+
+
+def _fraction(covered: int, total: int) -> str:
+    return f"{covered} of {total} ({units.percent(covered / total)})" if total else f"{covered} of {total}"
+
+
+def glance(p: dict) -> list[tuple[str, str, str]]:
+    """The headline figures a reader sees first, each (figure, value, what it measures);
+    a figure the report does not carry is "not recorded"."""
+    c, n = p["counts"], len(p["claims"])
+    rows = [("result", p["result"], "FAILED if any claim failed, WARNED if any was not evaluated, else PASSED"),
+            ("claims passed", f"{c[PASSED]} of {n}", "claims with at least one passing test and none failing"),
+            ("claims failed", f"{c[FAILED]} of {n}", "claims with a failed, erroring or xfailed test"),
+            ("claims not evaluated", f"{c[NOT_EVALUATED]} of {n}",
+             "claims no test measured: none ran, or all were skipped or unmeasured")]
+    suite = p.get("suite", {})
+    coverage = suite.get("coverage")
+    if coverage and "laya" in coverage.get("packages", {}):
+        b = coverage["packages"]["laya"]["branches"]
+        rows.append(("coverage", _fraction(b["covered"], b["total"]),
+                     "branches of the runtime (laya) the whole suite executes, subprocesses included (coverage.py)"))
+    else:
+        rows.append(("coverage", units.NOT_RECORDED, "branches of the runtime (laya) the whole suite executes"))
+    trace = suite.get("traceability")
+    if trace:
+        f, r = trace["fields"], trace["rules"]
+        rows.append(("traceability", _fraction(f["covered"] + r["covered"], f["total"] + r["total"]),
+                     "documented format fields and rules that a named test holds"))
+    else:
+        rows.append(("traceability", units.NOT_RECORDED, "documented format fields and rules that a named test holds"))
+    kill, sample = suite.get("killRate"), suite.get("mutantSample")
+    if kill:
+        rows.append(("mutant kill rate", _fraction(kill["killed"], kill["total"]),
+                     "seeded defects of the catalogue that make the suite fail (laya-qual mutate)"))
+    if sample:
+        rows.append(("sampled mutants killed", f"{_fraction(sample['killed'], sample['total'])}, "
+                                               f"{sample['confidence']:.0%} lower bound "
+                                               f"{units.percent(sample['lowerBound'])}",
+                     "automatic mutants drawn without choice that the shipped suite kills"))
+    if not kill and not sample:
+        rows.append(("mutant kill rate", units.NOT_RECORDED, "seeded defects that make the suite fail"))
+    rows.append(("benchmarks", f"{len(p['benchmarks'])} measured",
+                 "benchmark tests timed in this run; speed is recorded, never asserted, on the recorded machine"))
+    return rows
 
 
 def text(laya: dict, path: str, signature: str) -> str:
@@ -97,8 +145,8 @@ def text(laya: dict, path: str, signature: str) -> str:
     lines += ["", f"  {'CLAIM':<{width}}  {'VERDICT':<13}  EVIDENCE"]
     lines += [f"  {c['id']:<{width}}  {c['verdict']:<13}  {evidence_line(c)}" for c in claims]
     if p["benchmarks"]:
-        lines += ["", "  BENCHMARK (median, rounds, extra)"]
-        lines += [f"  {t}  {m}  {r} rounds  {e}".rstrip() for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
+        lines += ["", "  BENCHMARK (median of one round (spread, rounds); figures)"]
+        lines += [f"  {t}  {m} ({r})  {e}".rstrip() for t, m, r, _, e in map(_benchmark_row, p["benchmarks"])]
     lines += ["", "  scope: " + p["scope"]["statement"]]
     return "\n".join(lines) + "\n"
 
@@ -122,19 +170,22 @@ def _cell(text: str) -> str:
 
 
 def markdown(laya: dict, bundle_name: str, signature: str) -> str:
-    """Release-note summary: signature status, claims table (failures first), scope,
-    subjects, how to verify."""
+    """Release-note summary: signature status, the headline figures, the claims table
+    (failures first, folded), scope, subjects, how to verify."""
     p = laya["predicate"]
     out = [f"## Qualification report: {p['result']}", "", f"**Signature:** {_cell(signature)}.", ""]
     if _dev_key(p):
         out += [f"**Warning:** {DEV_KEY_NOTE}", ""]
-    out += [
-           f"{_counts(p)}. Produced {p['invocation']['finishedOn']} with laya-qual "
-           f"{p['harness']['version']}; {_environment(p)}. Hypothesis: `{p['hypothesis']['reproduce']}`.", "",
-           "| Claim | Verdict | Evidence |", "|---|---|---|"]
+    out += ["| Figure | Value | What it measures |", "|---|---|---|"]
+    out += [f"| {name} | {_cell(value)} | {_cell(what)} |" for name, value, what in glance(p)]
+    out += ["", f"Produced {p['invocation']['finishedOn']} with laya-qual "
+            f"{p['harness']['version']}; {_environment(p)}. Hypothesis: `{p['hypothesis']['reproduce']}`.", "",
+            "<details>", f"<summary>Claims: {_counts(p)} (failures first)</summary>", "",
+            "| Claim | Verdict | Evidence |", "|---|---|---|"]
     for c in failures_first(p["claims"]):
         verdict = f"**{c['verdict']}**" if c["verdict"] != PASSED else c["verdict"]
         out.append(f"| `{c['id']}` | {verdict} | {_cell(evidence_line(c))} |")
+    out += ["", "</details>"]
     failed = [c for c in p["claims"] if c["verdict"] == FAILED]
     if failed:
         out += ["", "### Failed claims", ""]
@@ -166,8 +217,12 @@ def markdown(laya: dict, bundle_name: str, signature: str) -> str:
     if p.get("suite", {}).get("traceability"):
         out += ["", "### Documented fields and rules held by tests", "", "```", *traceability_line(p), "```"]
     if p["benchmarks"]:
-        out += ["", "### Benchmarks", "", "| Benchmark | Median | Rounds | Extra |", "|---|---|---|---|"]
-        out += [f"| `{t}` | {m} | {r} | {_cell(e)} |" for t, m, r, e in map(_benchmark_row, p["benchmarks"])]
+        out += ["", "### Benchmarks", "", "Median wall time of one round of the benchmark fixture, its spread over "
+                "the rounds, what one round times, and the figures recorded beside it, each in its unit "
+                "(docs/report-format.md, \"Numbers as shown\").", "",
+                "| Benchmark | Median of one round | Spread and rounds | One round times | Figures |",
+                "|---|---|---|---|---|"]
+        out += [f"| `{t}` | {m} | {r} | {_cell(w)} | {_cell(e)} |" for t, m, r, w, e in map(_benchmark_row, p["benchmarks"])]
     out += ["", "### Scope", "", p["scope"]["statement"], ""]
     out += [f"- Not qualified: {item}" for item in p["scope"]["notQualified"]]
     out += ["", "### Subjects", "", "| Subject | Digests |", "|---|---|"]
