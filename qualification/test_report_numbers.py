@@ -343,7 +343,7 @@ KINDS = {"median_fast_s": ("duration", None), "median_slow_s": ("duration", None
          "heads": ("count", None), "length_median": ("count", None), "load_average_1m_before": ("count", None),
          "production_seconds": ("duration", None), "peak_rss_bytes.owner0": ("bytes", None),
          "peak_rss_bytes.owner1": ("bytes", None)}
-HEADLINE = ("result", "claims passed", "claims failed", "claims not evaluated", "coverage", "traceability",
+HEADLINE = ("result", "claims passed", "claims failed", "claims not evaluated", "code coverage", "traceability",
             "mutant kill rate", "benchmarks")
 
 
@@ -467,7 +467,7 @@ def test_the_page_begins_with_the_headline_figures_each_saying_what_it_measures(
     for figure, verdict in (("claims passed", "passed"), ("claims failed", "failed"),
                             ("claims not evaluated", "not evaluated")):
         assert value[figure] == f"{predicate['counts'][verdict]} of {n}"
-    assert value["coverage"] == value["mutant kill rate"] == units.NOT_RECORDED  # this run measured neither
+    assert value["code coverage"] == value["mutant kill rate"] == units.NOT_RECORDED  # this run measured neither
     t = predicate["suite"]["traceability"]
     covered, total = t["fields"]["covered"] + t["rules"]["covered"], t["fields"]["total"] + t["rules"]["total"]
     match = re.fullmatch(rf"{covered} of {total} \((\S+)%\)", value["traceability"])

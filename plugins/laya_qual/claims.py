@@ -881,7 +881,7 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "with no exponent and no more than 4 digits; zero, negative numbers, NaN and infinities are "
           "written as documented; every median carries its min, max, IQR and rounds, each figure a report "
           "lacks saying `not recorded`; both begin with the headline figures (result, claims per verdict, "
-          "coverage, traceability, kill rate, benchmarks), each with what it measures."),
+          "code coverage, traceability, kill rate, benchmarks), each with what it measures."),
     # --- release: the tools that combine and judge reports ------------------------
     Claim("release.compare.fail-on",
           "`laya-qual compare --fail-on` trips exactly as docs/report-format.md defines: for "

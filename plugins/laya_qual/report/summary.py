@@ -100,10 +100,10 @@ def glance(p: dict) -> list[tuple[str, str, str]]:
     coverage = suite.get("coverage")
     if coverage and "laya" in coverage.get("packages", {}):
         b = coverage["packages"]["laya"]["branches"]
-        rows.append(("coverage", _fraction(b["covered"], b["total"]),
+        rows.append(("code coverage", _fraction(b["covered"], b["total"]),
                      "branches of the runtime (laya) the whole suite executes, subprocesses included (coverage.py)"))
     else:
-        rows.append(("coverage", units.NOT_RECORDED, "branches of the runtime (laya) the whole suite executes"))
+        rows.append(("code coverage", units.NOT_RECORDED, "branches of the runtime (laya) the whole suite executes"))
     trace = suite.get("traceability")
     if trace:
         f, r = trace["fields"], trace["rules"]
