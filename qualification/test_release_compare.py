@@ -20,14 +20,15 @@ from laya_qual.cli import main
 from laya_qual.release.compare import ThresholdError, compare, parse_threshold
 from laya_qual.report.signing import keygen, load_public_key, load_signer
 from laya_qual.report.verify import verify_bundle
-from laya_qual.synth.reports import BATCH, CLAIM_IDS, report_spec, signed_report, trained_task
+from laya_qual.synth.reports import BATCH, CLAIM_IDS, code_coverage, report_spec, signed_report, trained_task
 
 # --fail-on name -> where the figure lives in a report_spec (docs/report-format.md's table)
-TASK_FIGURES = {"coverage": "certification.coverage", "risk-upper-bound": "certification.risk_upper_bound",
+TASK_FIGURES = {"certification-coverage": "certification.coverage",
+                "risk-upper-bound": "certification.risk_upper_bound",
                 "ece": "calibration.ece_after", "nll": "calibration.nll_after"}
 BENCH_EXPRESSIONS = {"bench.serve.batch:batched_over_one_by_one": "batched_over_one_by_one", f"{BATCH}:median": "median"}
-FIGURES = (*TASK_FIGURES, "kill-rate", *BENCH_EXPRESSIONS)
-KILL_TOTAL = 64
+FIGURES = (*TASK_FIGURES, "kill-rate", "code-coverage", *BENCH_EXPRESSIONS)
+KILL_TOTAL = 64  # kill rates and code coverage: K of 64
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,9 @@ def spec_with(figure: str, value: float | None) -> dict:
     if figure == "kill-rate":
         return report_spec(kill_rate=None if value is None else {"killed": round(value * KILL_TOTAL),
                                                                    "total": KILL_TOTAL})
+    if figure == "code-coverage":
+        return report_spec(code_coverage=None if value is None else code_coverage(round(value * KILL_TOTAL),
+                                                                                  KILL_TOTAL))
     extra = {"batched_over_one_by_one": 4.0, "median_batched_s": 0.25, "requests": 256}
     if BENCH_EXPRESSIONS[figure] == "median":
         return report_spec(median=value)
@@ -104,8 +108,11 @@ values = st.one_of(st.none(), grid)
        limit=st.one_of(st.tuples(st.integers(0, 16).map(lambda i: i / 64), st.just(False)),
                        st.tuples(st.sampled_from([0, 25, 50, 75, 100]), st.just(True))))
 # the boundary, exactly at the limit, both signs, absolute and relative, and just past it
-@example(figure="coverage", sign="-", old=0.75, new=0.70, limit=(0.05, False))  # the doc's own example
-@example(figure="coverage", sign="-", old=0.75, new=0.675, limit=(0.05, False))
+@example(figure="certification-coverage", sign="-", old=0.75, new=0.70, limit=(0.05, False))  # the doc's example
+@example(figure="certification-coverage", sign="-", old=0.75, new=0.675, limit=(0.05, False))
+@example(figure="code-coverage", sign="-", old=1.0, new=63 / 64, limit=(1 / 64, False))
+@example(figure="code-coverage", sign="-", old=1.0, new=62 / 64, limit=(1 / 64, False))
+@example(figure="code-coverage", sign="+", old=None, new=0.5, limit=(0, False))
 @example(figure="risk-upper-bound", sign="+", old=0.25, new=0.5, limit=(0.25, False))
 @example(figure="ece", sign="+", old=0.25, new=0.5 + 1 / 64, limit=(0.25, False))
 @example(figure="nll", sign="-", old=0.5, new=0.25, limit=(50, True))
@@ -113,7 +120,7 @@ values = st.one_of(st.none(), grid)
 @example(figure="bench.serve.batch:batched_over_one_by_one", sign="-", old=0.5, new=0.375, limit=(25, True))
 @example(figure=f"{BATCH}:median", sign="+", old=0.5, new=0.625, limit=(25, True))
 @example(figure=f"{BATCH}:median", sign="+", old=0.5, new=0.5, limit=(0, False))
-@example(figure="coverage", sign="-", old=0.5, new=None, limit=(0.25, False))
+@example(figure="certification-coverage", sign="-", old=0.5, new=None, limit=(0.25, False))
 @example(figure="kill-rate", sign="+", old=None, new=0.5, limit=(0, False))
 @pytest.mark.laya_claim("release.compare.fail-on")
 def test_a_limit_trips_as_documented(bundles, keys, figure, sign, old, new, limit):
@@ -185,9 +192,10 @@ def pairs(bundles, keys):
 
 
 # (NEW, --fail-on, documented exit status)
-EXITS = [("same", "coverage:-0.05", 0), ("fallen", "coverage:-0.25", 0), ("fallen", "coverage:-0.05", 3),
-         ("fallen", "verdict", 0), ("tampered", "verdict", 1), ("other", "verdict", 1), ("same", "coverage:0.05", 2),
-         ("same", "coverage", 2), ("same", "verdict", 0)]
+EXITS = [("same", "certification-coverage:-0.05", 0), ("fallen", "certification-coverage:-0.25", 0),
+         ("fallen", "certification-coverage:-0.05", 3), ("fallen", "verdict", 0), ("tampered", "verdict", 1),
+         ("other", "verdict", 1), ("same", "certification-coverage:0.05", 2), ("same", "certification-coverage", 2),
+         ("same", "coverage:-0.05", 2), ("same", "verdict", 0)]
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
@@ -213,14 +221,26 @@ def test_compare_exits_as_documented_and_json_agrees(pairs, keys, new, expressio
     assert (threshold["status"] == "tripped") == (status == 3) and len(threshold["tripped"]) == len(tripped)
 
 
+@pytest.mark.parametrize("limit", ["-0.05", "+1%"])
+@pytest.mark.laya_claim("release.compare.exit")
+def test_a_bare_coverage_threshold_is_refused_naming_both_coverages(pairs, keys, limit):
+    """Two figures are called coverage: a gate must say which one it watches (docs/report-format.md)."""
+    result = CliRunner().invoke(main, ["compare", str(pairs["old"]), str(pairs["fallen"]), "--public-key",
+                                       str(keys["pub"]), "--fail-on", f"coverage:{limit}"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"--fail-on 'coverage:{limit}': 'coverage' names two figures; say which: certification-coverage:LIMIT " \
+        "(a task's certification.coverage) or code-coverage:LIMIT" in result.stderr
+
+
 @pytest.mark.laya_claim("release.compare.exit")
 def test_the_installed_command_exits_3_when_a_threshold_trips(pairs, keys):
     """The same through a real process: the exit status a CI step sees."""
     run = subprocess.run([sys.executable, "-c", "from laya_qual.cli import main; main()", "compare",
                           str(pairs["old"]), str(pairs["fallen"]), "--public-key", str(keys["pub"]),
-                          "--fail-on", "coverage:-0.05", "--fail-on", "verdict", "--json"],
+                          "--fail-on", "certification-coverage:-0.05", "--fail-on", "verdict", "--json"],
                          capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 3, run.stderr
     statuses = [t["status"] for t in json.loads(run.stdout)["thresholds"]]
     assert statuses == ["tripped", "held"]
-    assert "laya-qual compare: --fail-on coverage:-0.05 tripped: artifact/head-a task route" in run.stderr
+    assert ("laya-qual compare: --fail-on certification-coverage:-0.05 tripped: artifact/head-a task route"
+            in run.stderr)

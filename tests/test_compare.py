@@ -23,7 +23,7 @@ from laya_qual.report.model import canonical
 from laya_qual.report.signing import keygen, load_signer, write_bundle
 from laya_qual.subjects import SubjectError, artifact_subject, heads
 from laya_qual.synth import write_artifact
-from laya_qual.synth.reports import BATCH, CLAIM_IDS, HEAD, trained_task
+from laya_qual.synth.reports import BATCH, CLAIM_IDS, HEAD, code_coverage, trained_task
 from laya_qual.synth.reports import report_spec as spec
 from laya_qual.synth.reports import signed_report as build
 from laya_qual.report.verify import read_statements
@@ -193,6 +193,21 @@ def test_kill_rate_compared(pair, key):
                                                 ("suite", "killRate", None, "rate", 0.98, 0.95, "worse")]
 
 
+def test_each_coverage_says_which_coverage(pair, key):
+    """Code coverage (the runtime's branches the suite executes) and a task's certification
+    coverage are different figures: every row and line names its kind."""
+    old, new = pair(spec(code_coverage=code_coverage(800, 816)),
+                    spec(code_coverage=code_coverage(790, 816),
+                         tasks=[trained_task(**{"certification.coverage": 0.5})]))
+    assert [c for c in changes(compared(old, new, key)) if c[0] != "subjects"] == [
+        ("suite", "code coverage", None, "packages.laya.branches.covered", 800, 790, None),
+        ("suite", "code coverage", None, "laya.branches.fraction", 800 / 816, 790 / 816, "worse"),
+        ("heads", HEAD, "route", "certification.coverage", 0.75, 0.5, "worse")]
+    text = cli("compare", old, new, "--public-key", key[1]).output
+    assert "\n    code coverage\n      " in text and "\n    coverage\n" not in text
+    assert f"{HEAD} task route: certification.coverage  0.75 -> 0.5" in text
+
+
 def test_seeds_and_settings_are_changed_not_measured(pair, key):
     """A seed or the machine's cores changing is a changed setting: no difference, no percentage."""
     old, new = pair(spec(kill_rate={**kill_rate(98), "sampleSeed": 9292}, cores=2),
@@ -337,11 +352,11 @@ def test_a_benchmark_figure_missing_from_new_trips(pair, key):
 
 
 @pytest.mark.parametrize("expression, coverage, trips", [
-    ("coverage:-0.05", 0.7, False),    # exactly 0.05 lower
-    ("coverage:-0.05", 0.675, True),
-    ("coverage:-0.05", 0.9, False),
-    ("coverage:-10%", 0.675, False),   # exactly 10% of 0.75 lower
-    ("coverage:-10%", 0.65, True),
+    ("certification-coverage:-0.05", 0.7, False),    # exactly 0.05 lower
+    ("certification-coverage:-0.05", 0.675, True),
+    ("certification-coverage:-0.05", 0.9, False),
+    ("certification-coverage:-10%", 0.675, False),   # exactly 10% of 0.75 lower
+    ("certification-coverage:-10%", 0.65, True),
 ])
 def test_fail_on_coverage(pair, key, expression, coverage, trips):
     old, new = pair(spec(), spec(tasks=[trained_task(**{"certification.coverage": coverage})]))
@@ -382,11 +397,11 @@ def test_fail_on_uncertified(pair, key):
         f"laya-qual compare: --fail-on uncertified tripped: {HEAD} task route: certified true -> false"]
     assert fail_on(new, old, key, "uncertified").exit_code == 0
     old, new = pair(spec(), spec(tasks=[trained_task(name="renamed")]))  # task route is gone from NEW
-    result = fail_on(old, new, key, "uncertified", "coverage:-0.05")
+    result = fail_on(old, new, key, "uncertified", "certification-coverage:-0.05")
     assert result.exit_code == 3 and tripped(result) == [
         f"laya-qual compare: --fail-on uncertified tripped: {HEAD} task route: certified true -> absent",
-        f"laya-qual compare: --fail-on coverage:-0.05 tripped: {HEAD} task route certification.coverage: "
-        "0.75 in OLD, absent from NEW"]
+        f"laya-qual compare: --fail-on certification-coverage:-0.05 tripped: {HEAD} task route "
+        "certification.coverage: 0.75 in OLD, absent from NEW"]
 
 
 def test_fail_on_kill_rate(pair, key):
@@ -399,14 +414,16 @@ def test_thresholds_with_nothing_to_compare_are_not_checked(pair, key):
     old, new = pair(spec(tasks=[{"name": "route", "max_options": 4, "temperature": 1.0, "act_threshold": 0.9,
                                  "escalate_threshold": 0.6}]), spec(tasks=[{"name": "route", "max_options": 4,
                                  "temperature": 1.0, "act_threshold": 0.9, "escalate_threshold": 0.6}]))
-    result = fail_on(old, new, key, "coverage:-0.05", "kill-rate:-1%")
+    result = fail_on(old, new, key, "certification-coverage:-0.05", "kill-rate:-1%")
     assert result.exit_code == 0 and result.stderr.splitlines() == [
-        "laya-qual compare: --fail-on coverage:-0.05 not checked: no certification.coverage in either report",
+        "laya-qual compare: --fail-on certification-coverage:-0.05 not checked: no certification.coverage in "
+        "either report",
         "laya-qual compare: --fail-on kill-rate:-1% not checked: no rate in either report"]
 
 
-@pytest.mark.parametrize("expression", ["coverage:0.05", "coverage:-5x", "frobnicate", "bench.serve.batch:-5%",
-                                        "coverage", ":median:-5%", "verdict:-1"])
+@pytest.mark.parametrize("expression", ["certification-coverage:0.05", "certification-coverage:-5x", "frobnicate",
+                                        "bench.serve.batch:-5%", "coverage", ":median:-5%", "verdict:-1",
+                                        "code-coverage:5"])
 def test_a_malformed_threshold_is_a_usage_error_naming_it(pair, key, expression):
     old, new = pair(spec(), spec())
     result = fail_on(old, new, key, expression)

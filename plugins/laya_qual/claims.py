@@ -885,7 +885,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     # --- release: the tools that combine and judge reports ------------------------
     Claim("release.compare.fail-on",
           "`laya-qual compare --fail-on` trips exactly as docs/report-format.md defines: for "
-          "coverage, risk-upper-bound, ece, nll, kill-rate and BENCHMARK:FIGURE, `-N` trips when NEW < "
+          "certification-coverage, risk-upper-bound, ece, nll, kill-rate, code-coverage and "
+          "BENCHMARK:FIGURE, `-N` trips when NEW < "
           "OLD - N and `+N` when NEW > OLD + N (`N%` of |OLD|), exactly N is not more than N, a figure "
           "of OLD absent from NEW trips, one absent from OLD is not checked; `verdict` trips on a claim "
           "whose verdict moved down or that was removed, `uncertified` on a task certified in OLD and "
@@ -894,7 +895,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("release.compare.exit",
           "`laya-qual compare` on real signed bundles exits 0 when both verify and no --fail-on "
           "tripped, 3 when one tripped (each named on stderr), 1 when a bundle does not verify "
-          "(tampered, or signed by another key), 2 for a malformed --fail-on, with --json or without; "
+          "(tampered, or signed by another key), 2 for a malformed --fail-on or a bare `coverage:` that "
+          "does not say which coverage (the error names both), with --json or without; "
           "with --json the status of every threshold says the same as the exit code, and the output "
           "is the documented object with sorted keys."),
     Claim("release.merge",

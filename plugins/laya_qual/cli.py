@@ -289,7 +289,8 @@ def claims(markdown: bool, as_json: bool) -> None:
 @click.option("--new-key", type=click.Path(dir_okay=False, path_type=Path), help="public key for NEW (instead)")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="EXPR",
               help="exit 3 if this threshold trips (repeatable): verdict, temperature-bound, uncertified, "
-                   "coverage:-0.05, kill-rate:-1%, CLAIM_OR_TEST:FIGURE:-5%, ... (docs/report-format.md)")
+                   "certification-coverage:-0.05, code-coverage:-0.01, kill-rate:-1%, CLAIM_OR_TEST:FIGURE:-5%, ... "
+                   "(docs/report-format.md)")
 @click.option("--across-machines", is_flag=True,
               help="judge benchmark changes even when OLD and NEW were measured on different machines")
 @click.option("--markdown", is_flag=True, help="release-note markdown instead of the terminal summary")

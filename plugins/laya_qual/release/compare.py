@@ -42,8 +42,14 @@ BENCH_DIRECTIONS = (("requests_per_s_*", HIGHER), ("batched_over_*", HIGHER), ("
                     ("*_bytes", LOWER), ("*_bytes.*", LOWER))
 BOUND_OUTCOMES = ("at_lower_bound", "at_upper_bound")
 # --fail-on names of task figures: the per-task thresholds.
-TASK_THRESHOLDS = {"coverage": "certification.coverage", "risk-upper-bound": "certification.risk_upper_bound",
+TASK_THRESHOLDS = {"certification-coverage": "certification.coverage",
+                   "risk-upper-bound": "certification.risk_upper_bound",
                    "ece": "calibration.ece_after", "nll": "calibration.nll_after"}
+# Two figures are called coverage; each row and --fail-on name says which (docs/report-format.md).
+CODE_COVERAGE, CODE_COVERAGE_FIGURE = "code coverage", "laya.branches.fraction"
+SUITE_ITEMS = {"coverage": CODE_COVERAGE}
+AMBIGUOUS = {"coverage": "certification-coverage:LIMIT (a task's certification.coverage) or code-coverage:LIMIT "
+                         "(the share of the runtime's branches the suite executes)"}
 FLAGS = ("verdict", "temperature-bound", "uncertified")
 _LIMIT = re.compile(r"([+-])(\d+(?:\.\d*)?|\.\d+)(%?)")
 
@@ -116,10 +122,15 @@ def facts(laya: dict) -> tuple[dict[Key, object], dict[str, list[str]]]:
     for package, digest in sorted(p["harness"][DIR_HASH].items()):
         out[Key("suite", "harness", None, package)] = digest
     for name, figure in sorted(p.get("suite", {}).items()):
+        item = SUITE_ITEMS.get(name, name)
         for leaf, value in _numeric_leaves(figure):
-            out[Key("suite", name, None, leaf)] = value
+            out[Key("suite", item, None, leaf)] = value
         if _number(figure.get("killed")) and _number(figure.get("total")) and figure["total"]:
-            out[Key("suite", name, None, "rate")] = figure["killed"] / figure["total"]
+            out[Key("suite", item, None, "rate")] = figure["killed"] / figure["total"]
+        if item == CODE_COVERAGE:
+            branches = figure.get("packages", {}).get("laya", {}).get("branches", {})
+            if _number(branches.get("covered")) and _number(branches.get("total")) and branches["total"]:
+                out[Key("suite", item, None, CODE_COVERAGE_FIGURE)] = branches["covered"] / branches["total"]
     for name, value in machine(p["environment"]).items():
         out[Key("machine", "machine", None, name)] = value
     for subject in laya["subject"]:
@@ -147,7 +158,7 @@ def direction(key: Key) -> str | None:
     """Which way a figure is better: ``lower``, ``higher``, or None (no better side)."""
     if key.section == "heads":
         return HEAD_DIRECTIONS.get(key.figure)
-    if key.section == "suite" and key.figure.rsplit(".", 1)[-1] in ("rate", "lowerBound", "lowerBound95"):
+    if key.section == "suite" and key.figure.rsplit(".", 1)[-1] in ("rate", "lowerBound", "lowerBound95", "fraction"):
         return HIGHER
     if key.section == "benchmarks":
         return next((d for pattern, d in BENCH_DIRECTIONS if fnmatchcase(key.figure, pattern)), None)
@@ -212,7 +223,7 @@ class Threshold:
     """One --fail-on expression: a flag (``verdict``, ...) or a figure limit."""
 
     expression: str
-    kind: str                  # a FLAGS name, "task", "kill-rate" or "bench"
+    kind: str                  # a FLAGS name, "task", "kill-rate", "code-coverage" or "bench"
     figure: str | None = None  # the row figure a limit applies to
     selector: str | None = None  # bench: a claim id or a test id
     sign: int = 0              # -1: trips when the figure fell by more than amount; +1: rose
@@ -224,14 +235,17 @@ class Threshold:
         return f"{self.amount:g}{'%' if self.relative else ''}"
 
 
-GRAMMAR = ("verdict | temperature-bound | uncertified | coverage:LIMIT | risk-upper-bound:LIMIT | ece:LIMIT "
-           "| nll:LIMIT | kill-rate:LIMIT | BENCHMARK:FIGURE:LIMIT, LIMIT = -N or +N, optionally N%")
+GRAMMAR = ("verdict | temperature-bound | uncertified | certification-coverage:LIMIT | risk-upper-bound:LIMIT "
+           "| ece:LIMIT | nll:LIMIT | kill-rate:LIMIT | code-coverage:LIMIT | BENCHMARK:FIGURE:LIMIT, "
+           "LIMIT = -N or +N, optionally N%")
 
 
 def parse_threshold(expression: str) -> Threshold:
     if expression in FLAGS:
         return Threshold(expression, expression)
     head, _, limit = expression.rpartition(":")
+    if head in AMBIGUOUS:
+        raise ThresholdError(f"--fail-on {expression!r}: {head!r} names two figures; say which: {AMBIGUOUS[head]}")
     match = _LIMIT.fullmatch(limit)
     if not head or not match:
         raise ThresholdError(f"--fail-on {expression!r}: not one of {GRAMMAR}")
@@ -241,6 +255,8 @@ def parse_threshold(expression: str) -> Threshold:
         return Threshold(expression, "task", figure=TASK_THRESHOLDS[head], **common)
     if head == "kill-rate":
         return Threshold(expression, "kill-rate", figure="rate", **common)
+    if head == "code-coverage":
+        return Threshold(expression, "code-coverage", figure=CODE_COVERAGE_FIGURE, **common)
     selector, _, figure = head.rpartition(":")
     if not selector or not figure:
         raise ThresholdError(f"--fail-on {expression!r}: not one of {GRAMMAR}")
@@ -275,7 +291,7 @@ def _flag_reasons(threshold: Threshold, table: list[dict]) -> list[str]:
 
 
 def _selected(threshold: Threshold, table: list[dict]) -> list[dict]:
-    section = {"task": "heads", "kill-rate": "suite", "bench": "benchmarks"}[threshold.kind]
+    section = {"task": "heads", "kill-rate": "suite", "code-coverage": "suite", "bench": "benchmarks"}[threshold.kind]
     return [r for r in table if r["section"] == section and r["figure"] == threshold.figure
             and (threshold.kind != "bench" or threshold.selector in (r["item"], *r["claims"]))]
 
