@@ -206,27 +206,36 @@ def test_progress_goes_to_stderr_per_group(project):
     lines = [line for line in result.stderr.lines if line.startswith("laya_qual progress:")]
     assert lines and lines[-1].startswith("laya_qual progress: 8/8 tests") and lines[-1].endswith("(suite 8/8)")
     # times as minutes and two-digit seconds; nothing is left once every test ran
-    assert re.fullmatch(r"laya_qual progress: 8/8 tests, \d+m[0-5]\ds elapsed, ~0m00s left \(suite 8/8\)",
+    assert re.fullmatch(r"laya_qual progress: 8/8 tests, \d+m[0-5]\ds elapsed, ~0m00s left in this pass "
+                        r"\(suite 8/8\)",
                         lines[-1]), lines[-1]
 
 
 def test_the_time_left_weighs_each_test_by_its_recorded_duration(pytester: pytest.Pytester):
-    """Four fast tests done of five, the fifth slow when last recorded: the time left is
-    the elapsed time scaled by recorded seconds left over done (4 s), not the pace in
-    tests (0.1 s); a test with no record counts as the median recorded one."""
+    """Four fast tests done of five, the fifth slow when last recorded: the time left is the
+    recorded seconds left (4 s, and the median 0.1 s for a test with no record) at this run's
+    pace (the tests done took 3x their recorded seconds, setup and call phases summed),
+    divided among the 2 workers, whatever the elapsed time (start-up, a test still running)."""
     from laya_qual.plugin.progress import Progress
 
     recorded = {f"laya_qual/suite/test_a.py::test_fast[{i}]": 0.1 for i in range(4)}
     recorded["laya_qual/suite/test_a.py::test_slow"] = 4.0
     write_durations(pytester.path / "durations.json", [{"test": t, "duration": s} for t, s in recorded.items()])
-    progress = Progress(pytester.parseconfigure("-p", "laya_qual", "--laya-durations", "durations.json"))
+    progress = Progress(pytester.parseconfigure("-p", "laya_qual", "-n", "2", "--laya-durations", "durations.json"))
     nodeids = [f"qualification/test_a.py::test_fast[{i}]" for i in range(4)] + ["qualification/test_a.py::test_slow"]
     progress.expect([*nodeids, "qualification/test_b.py::test_new"])
+
+    def phase(nodeid: str, when: str, seconds: float) -> None:
+        report = pytest.TestReport(nodeid, ("test_a.py", 0, ""), {}, "passed", None, when, duration=seconds)
+        progress.advance(nodeid.replace("qualification/", "laya_qual/suite/"), report)
     for nodeid in nodeids[:4]:
-        progress.advance(nodeid.replace("qualification/", "laya_qual/suite/"),
-                         pytest.TestReport(nodeid, ("test_a.py", 0, ""), {}, "passed", None, "teardown"))
-    line = progress.line(progress.started + 0.4)
-    assert "4/6 tests" in line and "~0m04s left (recorded durations)" in line, line  # 0.4 s x (4.0 + 0.1) / 0.4
+        phase(nodeid, "setup", 0.1)
+        phase(nodeid, "call", 0.2)
+        phase(nodeid, "teardown", 0.0)
+    phase(nodeids[4], "setup", 30.0)  # the slow test is still running: not done, not counted
+    for elapsed in (0.4, 100.0):
+        line = progress.line(progress.started + elapsed)
+        assert "4/6 tests" in line and "~0m06s left in this pass (recorded durations)" in line, line  # 3x(4+0.1)/2
 
 
 def test_plan_estimates_each_group_from_the_recorded_durations():

@@ -799,6 +799,13 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "byte of one artifact file changes its digest and `laya-qual verify --artifact` fails; it refuses "
           "in one line, never digesting through or around them, a directory that is a symlink, a file in it "
           "that is a symlink or no regular file (a FIFO), and a file name that is not UTF-8."),
+    Claim("report.synthetic-default",
+          "A qualification run given no --laya-artifact signs the synthetic default it tested, as "
+          "docs/report-format.md defines it: four artifact subjects of role synthetic (float32, int8, "
+          "transformer and a trained float32 head), each the dirHash of the very directory every xdist worker "
+          "was handed, none a nomination, each with its heads entry; the trained head's clean task certified "
+          "and its noisy task not, both with reliability bins and a certification path; the directories "
+          "removed when the run ends; and a second pass refuses evidence whose subjects differ from its own."),
     Claim("report.mutants.bound",
           "A sampled-mutant kill rate (suite.mutantSample) carries K of N with the one-sided 95% "
           "Clopper-Pearson lower bound of K/N, the quantile of Beta(K, N-K+1) at 0.05 (0 for K = 0); "

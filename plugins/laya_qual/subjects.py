@@ -155,10 +155,12 @@ def artifact_subject(directory: str | Path, role: str) -> dict:
             "annotations": {"kind": "artifact", "role": role, "files": per_file}}
 
 
-def _qualified(artifacts: list[str], base: str | None) -> list[tuple[str, str]]:
-    """(directory, role) of every artifact subject, in subject order: the base first, each directory once."""
+def _qualified(artifacts: list[str], base: str | None, synthetic: list[Path]) -> list[tuple[str, str]]:
+    """(directory, role) of every artifact subject, in subject order: the base first, each
+    directory once; the synthetic default's (role ``synthetic``) when no artifact is given."""
     out, seen = [], set()
-    for directory, role in [(base, "base")] * (base is not None) + [(a, "head") for a in artifacts]:
+    for directory, role in ([(base, "base")] * (base is not None) + [(a, "head") for a in artifacts]
+                            + [(str(d), "synthetic") for d in synthetic]):
         key = Path(directory).resolve()
         if key not in seen:
             seen.add(key)
@@ -166,9 +168,9 @@ def _qualified(artifacts: list[str], base: str | None) -> list[tuple[str, str]]:
     return out
 
 
-def subjects(artifacts: list[str], base: str | None) -> list[dict]:
+def subjects(artifacts: list[str], base: str | None, synthetic: list[Path] = ()) -> list[dict]:
     """The runtime plus every qualified artifact directory (the base once)."""
-    return [runtime_subject(), *(artifact_subject(d, role) for d, role in _qualified(artifacts, base))]
+    return [runtime_subject(), *(artifact_subject(d, role) for d, role in _qualified(artifacts, base, synthetic))]
 
 
 def head_entry(directory: str | Path, subject: dict) -> dict:
@@ -195,10 +197,10 @@ def head_entry(directory: str | Path, subject: dict) -> dict:
     return {**entry, "kind": config["kind"], "tasks": tasks}
 
 
-def heads(artifacts: list[str], base: str | None, subject_list: list[dict]) -> list[dict]:
-    """One ``heads`` entry per ``--laya-artifact`` directory, in subject order (``subject_list``
-    is what ``subjects(artifacts, base)`` returned); none when no artifact was given."""
-    wanted = {Path(a).resolve() for a in artifacts}
+def heads(artifacts: list[str], base: str | None, subject_list: list[dict], synthetic: list[Path] = ()) -> list[dict]:
+    """One ``heads`` entry per ``--laya-artifact`` directory (or synthetic default one), in
+    subject order (``subject_list`` is what ``subjects(artifacts, base, synthetic)`` returned)."""
+    wanted = {Path(a).resolve() for a in [*artifacts, *synthetic]}
     return [head_entry(directory, subject)
-            for (directory, _), subject in zip(_qualified(artifacts, base), subject_list[1:])
+            for (directory, _), subject in zip(_qualified(artifacts, base, synthetic), subject_list[1:])
             if Path(directory).resolve() in wanted]

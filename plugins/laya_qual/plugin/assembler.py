@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -136,6 +138,7 @@ class Assembler:
                                         package_dir, subjects)
 
         self.config = config
+        self.synthetic_root: Path | None = None
         self.records: dict[str, dict] = {}
         self.collection_errors: list[str] = []
         self.started = _now()
@@ -150,11 +153,17 @@ class Assembler:
         except SigningError as e:
             given = "--laya-signing-key" if key_path != os.environ.get(KEY_ENV) else f"${KEY_ENV}"
             raise pytest.UsageError(f"{given} {e}; give a PEM private key file or a signer URI") from None
+        synthetic = self._write_synthetic_default()
         try:
-            self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"))
-            self.heads = heads(config.getoption("laya_artifact"), config.getoption("laya_base"), self.subjects)
+            self.subjects = subjects(config.getoption("laya_artifact"), config.getoption("laya_base"), synthetic)
+            self.heads = heads(config.getoption("laya_artifact"), config.getoption("laya_base"), self.subjects,
+                               synthetic)
         except SubjectError as e:
             raise pytest.UsageError(f"laya_qual report: {e}") from None
+        if self.earlier and self.earlier.get("context", {}).get("subjects") != self.subjects:
+            raise pytest.UsageError(f"--laya-evidence-in {config.getoption('laya_evidence_in')}: the earlier pass "
+                                    "qualified other subjects (artifact bytes or runtime differ); both passes need "
+                                    "the same")
         # The harness as it was when the run started, not as it is when it ends.
         self.harness = harness_digests({name: package_dir(name) for name in HARNESS_PACKAGES if package_dir(name)})
         from laya_qual.measure.suite_figures import kill_rate
@@ -178,6 +187,23 @@ class Assembler:
         self.summary: dict | None = None
         self.selection: dict | None = None
         self.progress = Progress(config)
+
+    def _write_synthetic_default(self) -> list[Path]:
+        """A qualification run given no --laya-artifact qualifies the synthetic default:
+        written once here, handed to every worker, digested as the report's subjects, and
+        removed when the run ends."""
+        from laya_qual.plugin.fixtures import DEFAULT_KEY, write_synthetic_default
+
+        if not self.config.getoption("laya_qualify") or self.config.getoption("laya_artifact"):
+            return []
+        self.synthetic_root = Path(tempfile.mkdtemp(prefix="laya-qual-synthetic-"))
+        written = write_synthetic_default(self.synthetic_root)
+        self.config.stash[DEFAULT_KEY] = {name: str(directory) for name, directory in written.items()}
+        return list(written.values())
+
+    def pytest_unconfigure(self) -> None:
+        if self.synthetic_root:
+            shutil.rmtree(self.synthetic_root, ignore_errors=True)
 
     def _run_facts(self) -> dict:
         """What two passes must agree on to make one report."""

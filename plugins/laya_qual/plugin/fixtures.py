@@ -3,8 +3,13 @@
 Costly things are session-scoped and cached: synthetic artifacts are written once
 per distinct recipe, loaded models once per directory. ``qualified_artifact`` is
 parametrized over the artifacts under qualification: the embedded synthetic
-default (one per head kind) or, with ``--laya-artifact DIR``, the user's own; a test
-whose subject is the base, or a head kind's serving path, runs once per base (and kind).
+default (one per head kind, and a head trained and certified by laya's training
+pipeline) or, with ``--laya-artifact DIR``, the user's own; a test whose subject is
+the base, or a head kind's serving path, runs once per base (and kind).
+
+A run that writes a report or evidence qualifies the synthetic default the controller
+wrote (``write_synthetic_default``) and signs as subjects: its xdist workers get the
+directories through ``workerinput``, so the bytes tested are the bytes digested.
 """
 
 from __future__ import annotations
@@ -18,16 +23,23 @@ import pytest
 if TYPE_CHECKING:
     import laya  # imported where used: loading the plugin must not import torch
 
-SYNTHETIC_KINDS = ("float32", "int8", "transformer")
+# The synthetic default, by name: its head kind. One base; "trained" is a float32 head that
+# laya's own training pipeline trained, calibrated and certified on synthetic tasks, so a
+# default report shows what calibration and certification record.
+SYNTHETIC = {"float32": "float32", "int8": "int8", "transformer": "transformer", "trained": "float32"}
+TRAINED = "trained"
 SYNTHETIC_BASE_SEED = 1
+DEFAULT_INPUT = "laya_synthetic_default"  # xdist workerinput key: {name: directory} the controller wrote
+DEFAULT_KEY = pytest.StashKey[dict]()
 
 
 class ArtifactFactory:
     """Writes synthetic artifacts on demand, once per distinct recipe."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, published: dict[str, Path] | None = None):
         self.root = root
         self._made: dict[str, Path] = {}
+        self._published = published or {}  # the synthetic default the controller wrote
 
     def __call__(self, *, seed: int, head_kind: str, **recipe: Any) -> Path:
         from laya_qual.synth import write_artifact
@@ -36,6 +48,36 @@ class ArtifactFactory:
         if key not in self._made:
             self._made[key] = write_artifact(self.root / f"a{len(self._made)}", seed=seed, head_kind=head_kind, **recipe)
         return self._made[key]
+
+    def default(self, name: str) -> Path:
+        """The synthetic default's artifact ``name`` (all share one base): the controller's if
+        it wrote them, else written here into ``synthetic-NAME``."""
+        from laya_qual.synth import write_artifact, write_trained_artifact
+
+        if name in self._published:
+            return self._published[name]
+        key = f"default:{name}"
+        if key not in self._made:
+            out = self.root / f"synthetic-{name}"
+            if name == TRAINED:
+                write_trained_artifact(out, base_dir=self.default("float32"))
+            else:
+                write_artifact(out, seed=7, head_kind=SYNTHETIC[name], base_seed=SYNTHETIC_BASE_SEED)
+            self._made[key] = out
+        return self._made[key]
+
+
+def write_synthetic_default(root: Path) -> dict[str, Path]:
+    """Write the whole synthetic default into ``root``: {name: directory}."""
+    factory = ArtifactFactory(root)
+    return {name: factory.default(name) for name in SYNTHETIC}
+
+
+def published_default(config: pytest.Config) -> dict[str, Path]:
+    """The synthetic default this run's controller wrote ({} when it wrote none)."""
+    worker = getattr(config, "workerinput", None)
+    written = worker.get(DEFAULT_INPUT) if worker is not None else config.stash.get(DEFAULT_KEY, None)
+    return {name: Path(directory) for name, directory in (written or {}).items()}
 
 
 class ModelCache:
@@ -54,8 +96,8 @@ class ModelCache:
 
 
 @pytest.fixture(scope="session")
-def artifact_factory(tmp_path_factory: pytest.TempPathFactory) -> ArtifactFactory:
-    return ArtifactFactory(tmp_path_factory.mktemp("laya-synthetic"))
+def artifact_factory(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> ArtifactFactory:
+    return ArtifactFactory(tmp_path_factory.mktemp("laya-synthetic"), published_default(pytestconfig))
 
 
 @pytest.fixture(scope="session")
@@ -95,15 +137,16 @@ def _group_key(directory: Path, level: str, index: int) -> tuple:
 def representatives(config: pytest.Config, level: str) -> list[tuple[tuple[str, str], str]]:
     """((source, value), test id) of the artifacts a ``level`` test runs on: every artifact
     under qualification, or the first of each group. Synthetic default: one base, one
-    artifact per head kind."""
+    artifact per head kind, and the trained float32 head (a group of its own only per artifact)."""
     user = config.getoption("laya_artifact")
     if user:
         every = [(("artifact", str(Path(p).resolve())), f"artifact{i}-{Path(p).name}") for i, p in enumerate(user)]
         keys = [_group_key(Path(value), level, i) for i, ((_, value), _) in enumerate(every)] \
             if level != "artifact" else list(range(len(every)))
     else:
-        every = [(("synthetic", kind), f"synthetic-{kind}") for kind in SYNTHETIC_KINDS]
-        keys = {"artifact": SYNTHETIC_KINDS, "base-kind": SYNTHETIC_KINDS, "base": ("base",) * 3}[level]
+        every = [(("synthetic", name), f"synthetic-{name}") for name in SYNTHETIC]
+        keys = {"artifact": list(SYNTHETIC), "base-kind": list(SYNTHETIC.values()),
+                "base": ["base"] * len(SYNTHETIC)}[level]
     first: dict = {}
     for key, entry in zip(keys, every):
         first.setdefault(key, entry)
@@ -123,20 +166,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("qualified_artifact", [p for p, _ in chosen], ids=[i for _, i in chosen], indirect=True)
 
 
-def synthetic_artifact(artifact_factory: ArtifactFactory, kind: str) -> Path:
-    """The synthetic default's artifact of one head kind (all kinds share one base)."""
-    return artifact_factory(seed=7, head_kind=kind, base_seed=SYNTHETIC_BASE_SEED)
-
-
 @pytest.fixture(scope="session")
 def qualified_heads(pytestconfig: pytest.Config, artifact_factory: ArtifactFactory) -> list[tuple[str, Path]]:
     """(adapter id, directory) of every artifact under qualification, for claims about serving
-    several heads at once: the user's ``--laya-artifact``s, else the synthetic default of each
-    head kind (the recipes of ``qualified_artifact``, so they are written once per session)."""
+    several heads at once: the user's ``--laya-artifact``s, else the synthetic default (the
+    directories of ``qualified_artifact``, so they are written once per session)."""
     user = pytestconfig.getoption("laya_artifact")
     if user:
         return [(f"artifact{i}-{Path(p).name}", Path(p).resolve()) for i, p in enumerate(user)]
-    return [(kind, synthetic_artifact(artifact_factory, kind)) for kind in SYNTHETIC_KINDS]
+    return [(name, artifact_factory.default(name)) for name in SYNTHETIC]
 
 
 def heads_by_base(heads: list[tuple[str, Path]], base_dir: Path | None) -> list[dict[str, Path]]:
@@ -157,7 +195,7 @@ def qualified_artifact(request: pytest.FixtureRequest, artifact_factory: Artifac
     source, value = request.param
     if source == "artifact":
         return Path(value)
-    return synthetic_artifact(artifact_factory, value)
+    return artifact_factory.default(value)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, Verbosity, settings
 from laya_qual.plugin import selection
 from laya_qual.claims import CLAIMS
 from laya_qual.plugin.evidence import attach_claims
+from laya_qual.plugin.fixtures import DEFAULT_INPUT, DEFAULT_KEY
 from laya_qual.plugin.items import claim_ids, is_benchmark, keep_only
 
 PROFILE, THOROUGH = "laya-qual", "laya-qual-thorough"
@@ -138,8 +139,9 @@ def _choose_seed(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """xdist controller: hand the chosen seed to each worker."""
+    """xdist controller: hand the chosen seed, and the synthetic default it wrote, to each worker."""
     node.workerinput[SEED_INPUT] = node.config.getoption("hypothesis_seed", None)
+    node.workerinput[DEFAULT_INPUT] = node.config.stash.get(DEFAULT_KEY, None)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,9 +1,11 @@
 """How far a qualification run got, on stderr while it runs: tests done of the total
 per artifact under qualification (and for the rest of the suite), time elapsed and
-an estimate of the time left. With recorded durations (--laya-durations, which
-`laya-qual run` passes once a run has recorded them) the estimate is the elapsed time
-scaled by the recorded seconds of the tests left over those of the tests done, so a
-few slow tests weigh as they did before; without, it is the pace in tests.
+an estimate of the time this pass has left. With recorded durations (--laya-durations,
+which `laya-qual run` passes once a run has recorded them) the estimate is the recorded
+seconds of the tests left, divided among the workers, at this run's pace: the seconds
+the tests done took now over the seconds recorded for them. So the start-up before the
+first test, a slow test still running, and a machine busier (or quieter) than when the
+durations were recorded do not skew it. Without recorded durations it is the pace in tests.
 
 The controller sees the collected node ids (in-process, or as xdist workers report
 their collection) and every finished test; a test belongs to an artifact when that
@@ -47,7 +49,11 @@ class Progress:
             recorded = {}  # the selection refuses the file, naming it
         self.recorded = {_file_and_name(t): s for t, s in recorded.items()}
         self.seconds_left: dict[str, float] = {}  # each test not yet done: its recorded (or median) seconds
-        self.seconds_done = 0.0
+        self.seconds_done = 0.0  # recorded seconds of the tests done
+        self.took: dict[str, float] = {}  # each test running or done: the seconds its phases took so far
+        self.took_done = 0.0  # the seconds the tests done took in this run
+        workers = config.getoption("numprocesses", None)
+        self.workers = workers if isinstance(workers, int) and workers > 0 else 1
         self.artifacts = [test_id for _, test_id in representatives(config, "artifact")]
         self.total: dict[str, int] = {}
         self.done: dict[str, int] = {}
@@ -76,11 +82,15 @@ class Progress:
             self.seconds_left = estimates([_file_and_name(n) for n in nodeids], self.recorded)
 
     def advance(self, test: str, report: pytest.TestReport) -> None:
+        self.took[report.nodeid] = self.took.get(report.nodeid, 0.0) + report.duration
         if report.when != "teardown" or not self.total:
             return
         group = self.group(report.nodeid)
         self.done[group] = self.done.get(group, 0) + 1
-        self.seconds_done += self.seconds_left.pop(_file_and_name(test), 0.0)
+        recorded = self.seconds_left.pop(_file_and_name(test), None)
+        if recorded is not None:
+            self.seconds_done += recorded
+            self.took_done += self.took.pop(report.nodeid, 0.0)
         now = time.monotonic()
         if sum(self.done.values()) == sum(self.total.values()):
             self.last = self.line(now)  # after pytest's own last progress column: see finish
@@ -99,9 +109,11 @@ class Progress:
         done, total = sum(self.done.values()), sum(self.total.values())
         elapsed = now - self.started
         if self.seconds_done:
-            left = f"~{_clock(elapsed * sum(self.seconds_left.values()) / self.seconds_done)} left (recorded durations)"
+            pace = self.took_done / self.seconds_done
+            seconds = pace * sum(self.seconds_left.values()) / self.workers
+            left = f"~{_clock(seconds)} left in this pass (recorded durations)"
         elif done:
-            left = f"~{_clock(elapsed * (total - done) / done)} left"
+            left = f"~{_clock(elapsed * (total - done) / done)} left in this pass"
         else:
             left = "time left unknown"
         groups = ", ".join(f"{g} {self.done.get(g, 0)}/{self.total[g]}" for g in [SUITE, *self.artifacts]

@@ -144,7 +144,8 @@ def build_details(records: list[dict], *, hypothesis: dict, environment: dict, i
         "invocation": invocation,
         "signing": signing,
         "harness": {"version": laya_qual.__version__, DIR_HASH: harness},
-        "nominations": [s["name"] for s in subjects if s["annotations"]["kind"] == "artifact"],
+        "nominations": [s["name"] for s in subjects if s["annotations"]["kind"] == "artifact"
+                        and s["annotations"].get("role") != "synthetic"],  # nobody nominates a synthetic head
         "heads": heads,
         **({"suite": suite} if suite else {}),
         "passes": passes,
