@@ -423,9 +423,11 @@ def _header(body: ET.Element, laya: dict, bundle_name: str, signature: Signature
     if development:
         _el(body, "p", f"Warning: {DEV_KEY_NOTE}.", class_="warning")
     _glance(body, p)
-    subjects = (f"{s['name']} ({', '.join(f'{a}:{v}' for a, v in sorted(s['digest'].items()))})"
-                for s in laya["subject"])
-    _el(body, "p", "Subjects: " + "; ".join(subjects))
+    # Names first, digests folded: a reader's first screen says what was qualified, not 64-digit hex.
+    box = _el(body, "details", id="subjects")
+    _el(box, "summary", f"Subjects ({len(laya['subject'])}): " + ", ".join(s["name"] for s in laya["subject"]))
+    for s in laya["subject"]:
+        _el(box, "p", f"{s['name']} ({', '.join(f'{a}:{v}' for a, v in sorted(s['digest'].items()))})")
     sampled = p.get("suite", {}).get("mutantSample")
     if sampled:
         figure = _el(body, "p", "Sampled mutants: " + mutant_sample_headline(sampled) + ".", id="mutant-sample",
