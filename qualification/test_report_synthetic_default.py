@@ -15,12 +15,12 @@ import base64
 import json
 from pathlib import Path
 
-import hypothesis.core
 import pytest
 
 from laya_qual.report.model import LAYA_TYPE
-from laya_qual.report.signing import keygen, load_public_key
+from laya_qual.report.signing import load_public_key
 from laya_qual.report.verify import verify_bundle
+from laya_qual.suite.test_report_assembly import _isolated, key  # noqa: F401 - fixtures: a signing key, clean inner runs
 
 pytest_plugins = ("pytester",)
 
@@ -40,21 +40,6 @@ def test_probe(qualified_artifact):
     out = Path(os.environ["LAYA_PROBE_OUT"]) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{qualified_artifact.name}"
     out.write_text(json.dumps({"dir": str(qualified_artifact), "dirHash": dir_hash(qualified_artifact)}))
 '''
-
-
-@pytest.fixture(scope="module")
-def key(tmp_path_factory):
-    path = tmp_path_factory.mktemp("key") / "signing-key"
-    keygen(path)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch):
-    """Inner runs must not think they are xdist workers, and --hypothesis-seed sets a Hypothesis global."""
-    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(hypothesis.core, "global_force_seed", hypothesis.core.global_force_seed)
 
 
 def laya_statement(bundle) -> dict:
