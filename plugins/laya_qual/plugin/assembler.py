@@ -58,10 +58,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("laya_evidence_in", None) and not (
             config.getoption("laya_report", None) or config.getoption("laya_evidence_out", None)):
         raise pytest.UsageError("--laya-evidence-in merges into --laya-report or --laya-evidence-out: give one")
-    key = config.getoption("laya_signing_key", None)
-    if key and key != os.environ.get(KEY_ENV) and not config.getoption("laya_report", None):
-        raise pytest.UsageError(f"--laya-signing-key {key} signs the --laya-report bundle, and there is none: "
-                                "add --laya-report PATH (or drop the key)")
     if collects_evidence(config) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Assembler(config), "laya_qual_assembler")
 

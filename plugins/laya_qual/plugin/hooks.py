@@ -10,6 +10,7 @@ are collected, and even then the suite's profile applies to suite tests only.
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from laya_qual.plugin import selection
 from laya_qual.claims import CLAIMS
 from laya_qual.plugin.evidence import attach_claims
 from laya_qual.plugin.fixtures import DEFAULT_INPUT, DEFAULT_KEY
+from laya_qual.report.signing import KEY_ENV
 from laya_qual.plugin.items import claim_ids, is_benchmark, keep_only
 
 PROFILE, THOROUGH = "laya-qual", "laya-qual-thorough"
@@ -184,7 +186,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _preflight(config: pytest.Config) -> None:
     """Refuse, before anything is collected, what would make every test of the run fail
     or select nothing: artifact and base paths that are no artifact, a report path that
-    cannot be written, a --laya-claims pattern that names no claim (laya_qual.plugin.preflight)."""
+    cannot be written, a --laya-claims pattern that names no claim (laya_qual.plugin.preflight), a
+    --laya-signing-key with no --laya-report to sign."""
     from laya_qual.plugin import preflight
 
     problems = []
@@ -198,6 +201,10 @@ def _preflight(config: pytest.Config) -> None:
             problems.append(preflight.artifact_problem("--laya-base", config.getoption("laya_base"), head=False))
     if config.getoption("laya_report"):
         problems.append(preflight.report_path_problem("--laya-report", config.getoption("laya_report")))
+    key = config.getoption("laya_signing_key", None)
+    if key and key != os.environ.get(KEY_ENV) and not config.getoption("laya_report"):
+        problems.append(f"--laya-signing-key {key} signs the --laya-report bundle, and there is none: "
+                        "add --laya-report PATH (or drop the key)")
     problem = next((p for p in problems if p), None)
     if problem:
         raise pytest.UsageError(problem)
