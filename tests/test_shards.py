@@ -238,6 +238,33 @@ def test_the_time_left_weighs_each_test_by_its_recorded_duration(pytester: pytes
         assert "4/6 tests" in line and "~0m06s left in this pass (recorded durations)" in line, line  # 3x(4+0.1)/2
 
 
+def test_without_recorded_durations_the_time_left_waits_for_a_twentieth_and_skips_the_start(
+        pytester: pytest.Pytester, monkeypatch):
+    """No durations recorded (a first run): no estimate until 5 of 100 tests are done, however
+    long the start-up and the first test took; then the pace since the first test finished:
+    4 more tests in 8 s leave 95 tests, 190 s."""
+    from laya_qual.plugin import progress as progress_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: clock[0])
+    progress = progress_module.Progress(pytester.parseconfigure("-p", "laya_qual"))
+    nodeids = [f"qualification/test_a.py::test_t[{i}]" for i in range(100)]
+    progress.expect(nodeids)
+
+    def finish(nodeid: str, at: float) -> None:
+        clock[0] = at
+        report = pytest.TestReport(nodeid, ("test_a.py", 0, ""), {}, "passed", None, "teardown", duration=0.0)
+        progress.advance(nodeid.replace("qualification/", "laya_qual/suite/"), report)
+    finish(nodeids[0], 1039.0)  # start-up and a slow first test: 39 s
+    assert "time left: estimating" in progress.line(1039.0)
+    for i in range(1, 4):
+        finish(nodeids[i], 1039.0 + 2 * i)
+    assert "4/100 tests" in progress.line(1045.0) and "time left: estimating" in progress.line(1045.0)
+    finish(nodeids[4], 1047.0)
+    line = progress.line(1047.0)
+    assert "5/100 tests" in line and "~3m10s left in this pass (suite 5/100)" in line, line
+
+
 def test_plan_estimates_each_group_from_the_recorded_durations():
     from laya_qual.release.plan import render
 

@@ -5,7 +5,9 @@ which `laya-qual run` passes once a run has recorded them) the estimate is the r
 seconds of the tests left, divided among the workers, at this run's pace: the seconds
 the tests done took now over the seconds recorded for them. So the start-up before the
 first test, a slow test still running, and a machine busier (or quieter) than when the
-durations were recorded do not skew it. Without recorded durations it is the pace in tests.
+durations were recorded do not skew it. Without recorded durations it is the pace in tests
+since the first test finished, once a twentieth of the tests are done: before that, one
+slow early test would make it hours.
 
 The controller sees the collected node ids (in-process, or as xdist workers report
 their collection) and every finished test; a test belongs to an artifact when that
@@ -22,6 +24,7 @@ import pytest
 
 SUITE = "suite"
 EVERY_SECONDS = 30.0  # at most one line per this many seconds, plus one whenever an artifact completes
+PACE_AFTER = 20  # without recorded durations, estimate once 1/PACE_AFTER of the tests are done
 
 
 def _clock(seconds: float) -> str:
@@ -58,6 +61,7 @@ class Progress:
         self.total: dict[str, int] = {}
         self.done: dict[str, int] = {}
         self.started = time.monotonic()
+        self.first_done: float | None = None  # when the first test finished: the pace in tests counts from there
         self.printed = self.started
         self.last: str | None = None
 
@@ -92,6 +96,8 @@ class Progress:
             self.seconds_done += recorded
             self.took_done += self.took.pop(report.nodeid, 0.0)
         now = time.monotonic()
+        if self.first_done is None:
+            self.first_done = now
         if sum(self.done.values()) == sum(self.total.values()):
             self.last = self.line(now)  # after pytest's own last progress column: see finish
         elif self.done[group] == self.total.get(group) or now - self.printed >= EVERY_SECONDS:
@@ -112,10 +118,12 @@ class Progress:
             pace = self.took_done / self.seconds_done
             seconds = pace * sum(self.seconds_left.values()) / self.workers
             left = f"~{_clock(seconds)} left in this pass (recorded durations)"
-        elif done:
-            left = f"~{_clock(elapsed * (total - done) / done)} left in this pass"
+        elif done == total:
+            left = "~0m00s left in this pass"
+        elif done > 1 and done * PACE_AFTER >= total and self.first_done is not None:
+            left = f"~{_clock((now - self.first_done) * (total - done) / (done - 1))} left in this pass"
         else:
-            left = "time left unknown"
+            left = "time left: estimating"
         groups = ", ".join(f"{g} {self.done.get(g, 0)}/{self.total[g]}" for g in [SUITE, *self.artifacts]
                            if g in self.total)
         return f"laya_qual progress: {done}/{total} tests, {_clock(elapsed)} elapsed, {left} ({groups})"
