@@ -74,9 +74,11 @@ def test_loads(qualified_artifact, load_model):  # no claim: not evidence
         f.write(str(qualified_artifact) + "\\n")
 
 def test_probe(qualified_base_dir):
+    import laya
+
     with open("probe.json", "w") as f:
         json.dump({{"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads(),
-                   "base": str(qualified_base_dir)}}, f)
+                   "base": str(qualified_base_dir), "laya": laya.__file__}}, f)
 """
 
 
@@ -94,21 +96,25 @@ def made(tmp_path_factory):
     bundle = run_dir / "r.intoto.jsonl"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_XDIST_", "PYTEST_ADDOPTS", "LAYA_QUAL_SIGNING_KEY"))} | ENV
-    checkout_before = _runtime_checkout()
+    # The runtime the inner run imports (from its own directory and environment), and its
+    # checkout just before and just after the run.
+    laya_file = subprocess.run([sys.executable, "-c", "import laya; print(laya.__file__)"], cwd=run_dir, env=env,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    checkout_before = _runtime_checkout(laya_file)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-p", "no:cacheprovider", "-q",
                            f"--rootdir={run_dir}", "test_inner.py", "--laya-report", str(bundle),
                            "--laya-signing-key", str(root / "key"), "--laya-base", str(base),
                            *(a for h in heads for a in ("--laya-artifact", str(h))),
                            "--laya-threads", str(THREADS), "--laya-device", "cpu", "--hypothesis-seed", "3"],
                           cwd=run_dir, env=env, capture_output=True, text=True, timeout=300)
-    checkout_after = _runtime_checkout()
+    checkout_after = _runtime_checkout(laya_file)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails failed; the rest ran
     verified = verify_bundle(bundle, load_public_key(root / "key.pub"))
     return {"root": root, "key": root / "key", "bundle": bundle, "base": base, "heads": heads,
             "tr": verified.test_result, "laya": verified.laya, "predicate": verified.laya["predicate"],
             "probe": json.loads((run_dir / "probe.json").read_text()),
             "loaded": (run_dir / "loaded.txt").read_text().split(),
-            "checkout": (checkout_before, checkout_after)}
+            "laya_file": laya_file, "checkout": (checkout_before, checkout_after)}
 
 
 # --- counts ---------------------------------------------------------------------------
@@ -143,11 +149,9 @@ def _cpu_model_from_proc() -> str | None:
     return next((ln.partition(":")[2].strip() for ln in lines if ln.split(":")[0].strip() == "model name"), None)
 
 
-def _runtime_checkout() -> dict | None:
-    """HEAD and dirtiness of the git checkout that holds the `laya` package, or None."""
-    import laya
-
-    here = Path(laya.__file__).resolve().parent
+def _runtime_checkout(laya_file: str) -> dict | None:
+    """HEAD and dirtiness of the git checkout that holds the `laya` package at laya_file, or None."""
+    here = Path(laya_file).resolve().parent
     if shutil.which("git") is None:
         return None
 
@@ -189,9 +193,11 @@ def test_environment_is_the_machine_that_ran(made):
     assert d["matmul_allow_tf32"] is True and d["float32_matmul_precision"] == "medium"
     assert (d["CUBLAS_WORKSPACE_CONFIG"], d["PYTHONHASHSEED"]) == (ENV["CUBLAS_WORKSPACE_CONFIG"], ENV["PYTHONHASHSEED"])
     assert e["device"] == "cpu"
-    # The checkout as it was while the inner run ran: read just before and just after it, not
-    # when this test runs, since anything else may touch the checkout in between (an editor, a
-    # build, another run's cache). If it changed during the run, either state is the truth.
+    # The checkout of the runtime the inner run imported (this process may import another: a
+    # checkout on sys.path), as it was while the run ran: read just before and just after it,
+    # not when this test runs, since anything may touch the checkout in between (an editor, a
+    # build). If it changed during the run, either state is the truth.
+    assert probe["laya"] == made["laya_file"]
     assert e["git"] in made["checkout"], made["checkout"]
 
 
