@@ -50,6 +50,11 @@ def reports(tmp_path_factory):
     return tmp_path_factory.mktemp("verify-reports")
 
 
+@pytest.fixture(scope="module")
+def passing_bundle(keys, reports):
+    return signed_report(reports / "passing", report_spec(), keys["signer"])
+
+
 def verify(*args) -> tuple[int, str]:
     result = CliRunner().invoke(laya_qual, ["verify", *map(str, args)])
     return result.exit_code, result.stdout
@@ -85,6 +90,22 @@ def test_json_gates_as_the_plain_command_and_says_why(keys, reports, outcomes, r
     assert said["result"] == result and len(said["shortfalls"]) == shortfalls
     assert said["claims"] == verdicts
     assert said["required"] == {"result": require_result or "WARNED", "claims": require_claims}
+
+
+@pytest.mark.laya_claim("report.verify.json")
+@settings(max_examples=8)
+@given(word=st.text(min_size=0, max_size=12).filter(lambda w: w not in ("PASSED", "WARNED", "FAILED")))
+@example(word="passed")
+@example(word="OK")
+@example(word="")
+@example(word="PASSED ")
+def test_a_result_no_report_can_have_is_a_usage_error_with_and_without_json(keys, passing_bundle, word):
+    """--require-result takes PASSED, WARNED or FAILED, exactly (docs/report-format.md): any
+    other word is exit 2, never read as some result (a gate that accepts `passed` or `OK`
+    silently would gate on nothing)."""
+    bundle = passing_bundle
+    assert verify(bundle, "--public-key", keys["public"], "--require-result", word)[0] == USAGE
+    assert verify(bundle, "--public-key", keys["public"], "--require-result", word, "--json")[0] == USAGE
 
 
 @pytest.mark.laya_claim("report.verify.json")
