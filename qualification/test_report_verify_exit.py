@@ -103,9 +103,8 @@ def test_a_result_no_report_can_have_is_a_usage_error_with_and_without_json(keys
     """--require-result takes PASSED, WARNED or FAILED, exactly (docs/report-format.md): any
     other word is exit 2, never read as some result (a gate that accepts `passed` or `OK`
     silently would gate on nothing)."""
-    bundle = passing_bundle
-    assert verify(bundle, "--public-key", keys["public"], "--require-result", word)[0] == USAGE
-    assert verify(bundle, "--public-key", keys["public"], "--require-result", word, "--json")[0] == USAGE
+    assert verify(passing_bundle, "--public-key", keys["public"], "--require-result", word)[0] == USAGE
+    assert verify(passing_bundle, "--public-key", keys["public"], "--require-result", word, "--json")[0] == USAGE
 
 
 @pytest.mark.laya_claim("report.verify.json")

@@ -866,7 +866,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("report.verify.json",
           "`laya-qual verify --json` exits as the plain command does (0 authentic and acceptable, 3 "
           "authentic but short of --require-result or a --require-claim, 1 not authentic, 2 a claim no "
-          "catalogue knows or a --require-result other than PASSED, WARNED and FAILED) and its object says the same: `verified`, `accepted`, the `result` and each "
+          "catalogue knows or a --require-result other than PASSED, WARNED and FAILED) and its object "
+          "says the same: `verified`, `accepted`, the `result` and each "
           "claim's verdict as docs/report-format.md derives them from the outcomes, one shortfall per unmet "
           "requirement; a bundle is authentic only if every signature of every envelope verifies with the "
           "given key, one good signature beside a broken one included, whichever comes first."),
