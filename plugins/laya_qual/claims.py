@@ -812,6 +812,17 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "a results file given with --laya-kill-rate carries exactly that bound of its counts, overall "
           "and per part, K counting the shipped suite's kills only, and apart from it a second figure "
           "whose K adds the project's own tests' kills."),
+    Claim("report.mutants.judged",
+          "laya-qual mutate --sample judges each drawn mutant as docs/mutation.md's \"Per mutant\" says: "
+          "one no suite process executed is survived without a run; otherwise its covering suite tests run "
+          "on the mutated copy fastest first (an untimed test counts 0 s, ties by node id), serially unless "
+          "their baseline time exceeds 30 s, then the whole suite fastest first to confirm a survivor (always "
+          "for an import-time mutant), each with --timeout or else four times its baseline seconds plus 120, "
+          "at least 300; a run that fails or times out kills only if the same tests, in its order, through "
+          "the first failing one (all of them when it names none), pass on an unmutated copy and fail or time "
+          "out on the mutant again, both runs recorded, and the first stage that kills ends the mutant; a "
+          "time box keeps the first K drawn before the first that never started, says so, and is an error "
+          "when none started."),
     Claim("report.verify.gate",
           "`laya-qual verify` exits 0 only for an authentic report whose result is at least "
           "--require-result (default WARNED: a FAILED report is rejected) and whose --require-claim "

@@ -484,6 +484,11 @@ DEFECTS: tuple[Defect, ...] = (
        "    except (TypeError, ValueError, RecursionError):\n        return None",
        "    except TypeError:\n        return None",
        "the unverified peek at a line's predicate type lets a base64 or JSON error escape as a traceback"),
+    _d("report.mutants-kill-unreproduced", "report", "report.mutants.judged", "laya_qual/measure/mutant_run.py",
+       'return {"reproduced": unmutated.outcome == "passed" and again.outcome in ("failed", "timeout"),',
+       'return {"reproduced": again.outcome in ("failed", "timeout"),',
+       "a kill re-run on the mutant alone: a test that fails on the unmutated code too (order-dependent, "
+       "a loaded machine) is counted a kill of the mutant's"),
     _d("report.verify-trusts-verdicts", "report", "report", "laya_qual/report/model.py",
        'derived = verdict_of(e.get("outcome") for e in claim["evidence"])',
        'derived = claim.get("verdict")',
