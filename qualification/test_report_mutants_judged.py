@@ -22,7 +22,7 @@ from laya_qual.measure import mutant_run
 from laya_qual.measure.mutant_run import Baseline, SampleRun
 from laya_qual.measure.mutants import module_mutants
 from laya_qual.measure.mutation import MutationError, RunResult
-from laya_qual.synth import stage_outcomes, suite_node_ids
+from laya_qual.synth import baseline_times, stage_outcomes, suite_node_ids
 
 SOURCE = "laya/errors.py"  # a runtime module with no generator: the yield rule does not apply
 WORKERS_AFTER_S = 30.0  # covering tests go to the xdist workers once their baseline time exceeds this
@@ -89,8 +89,7 @@ class ScriptedSuite:
 @pytest.mark.laya_claim("report.mutants.judged")
 @settings(deadline=None)
 @given(data=st.data(), covering=suite_node_ids(), covered=st.booleans(), confirm=st.booleans(),
-       times=st.dictionaries(st.sampled_from([f"laya_qual/suite/test_{c}.py::test_{c}" for c in "abcdefgh"]),
-                             st.floats(0, 60), max_size=8),
+       times=baseline_times(),
        suite_s=st.floats(0, 400), timeout=st.sampled_from([None, 45.0]), workers=st.sampled_from([0, 2]))
 def test_a_mutant_is_killed_only_by_a_failure_that_reproduces_in_the_order_it_ran(
         engine, data, covering, covered, confirm, times, suite_s, timeout, workers):
