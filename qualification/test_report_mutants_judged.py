@@ -211,3 +211,15 @@ def test_a_time_box_keeps_the_first_drawn_mutants_before_the_first_that_never_st
     assert result["sample"] == k and [r["key"] for r in result["mutants"]] == [m.key for m in run.mutants[:k]]
     assert result["timeBox"] == {"minutes": minutes, "requestedSample": n, "closed": k < n}
     assert result["summary"]["killed"] == k
+
+
+@pytest.mark.laya_claim("report.mutants.judged")
+def test_an_import_time_mutant_meets_the_whole_suite_even_without_confirmation(engine, monkeypatch):
+    """docs/mutation.md: a mutant of what runs on import always goes to the whole suite."""
+    m = next(m for m in mutants_of(engine) if m.at_import)
+    engine.workers, engine.timeout, engine.confirm = 0, None, False
+    engine.suite = Baseline({SOURCE: {m.line: {A}}}, {A: 1.0}, 10.0)
+    shutil.rmtree(engine.tmp / "m0", ignore_errors=True)
+    suite = scripted(engine, monkeypatch, m, None)
+    assert [s["stage"] for s in engine.run_mutant(m, 0)["stages"]] == ["covering tests", "suite"]
+    assert [c["tests"] for c in suite.calls] == [[A], [A]]
