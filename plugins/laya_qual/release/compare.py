@@ -219,20 +219,27 @@ def rows(old: dict[Key, object], new: dict[Key, object], bench_claims: dict[str,
 # --- thresholds ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Limit:
+    """How far a figure may move the worse way: ``-N``, ``+N``, ``N%`` of OLD's value."""
+
+    sign: int        # -1: trips when the figure fell by more than amount; +1: rose
+    amount: float
+    relative: bool   # amount is a percentage of OLD's value
+
+    def __str__(self) -> str:
+        """The amount as the expression gave it, without its sign (the trip message says the way)."""
+        return f"{self.amount:g}{'%' if self.relative else ''}"
+
+
+@dataclass(frozen=True)
 class Threshold:
-    """One --fail-on expression: a flag (``verdict``, ...) or a figure limit."""
+    """One --fail-on expression: a flag (``verdict``, ...; no figure, no limit) or a figure limit."""
 
     expression: str
     kind: str                  # a FLAGS name, "task", "kill-rate", "code-coverage" or "bench"
     figure: str | None = None  # the row figure a limit applies to
     selector: str | None = None  # bench: a claim id or a test id
-    sign: int = 0              # -1: trips when the figure fell by more than amount; +1: rose
-    amount: float = 0.0
-    relative: bool = False     # amount is a percentage of OLD's value
-
-    def limit(self) -> str:
-        """The amount as the expression gave it, without its sign (the trip message says the way)."""
-        return f"{self.amount:g}{'%' if self.relative else ''}"
+    limit: Limit | None = None   # every kind but a flag
 
 
 GRAMMAR = ("verdict | temperature-bound | uncertified | certification-coverage:LIMIT | risk-upper-bound:LIMIT "
@@ -250,17 +257,17 @@ def parse_threshold(expression: str) -> Threshold:
     if not head or not match:
         raise ThresholdError(f"--fail-on {expression!r}: not one of {GRAMMAR}")
     sign, number, percent = match.groups()
-    common = dict(sign=-1 if sign == "-" else 1, amount=float(number), relative=bool(percent))
+    limit = Limit(-1 if sign == "-" else 1, float(number), bool(percent))
     if head in TASK_THRESHOLDS:
-        return Threshold(expression, "task", figure=TASK_THRESHOLDS[head], **common)
+        return Threshold(expression, "task", figure=TASK_THRESHOLDS[head], limit=limit)
     if head == "kill-rate":
-        return Threshold(expression, "kill-rate", figure="rate", **common)
+        return Threshold(expression, "kill-rate", figure="rate", limit=limit)
     if head == "code-coverage":
-        return Threshold(expression, "code-coverage", figure=CODE_COVERAGE_FIGURE, **common)
+        return Threshold(expression, "code-coverage", figure=CODE_COVERAGE_FIGURE, limit=limit)
     selector, _, figure = head.rpartition(":")
     if not selector or not figure:
         raise ThresholdError(f"--fail-on {expression!r}: not one of {GRAMMAR}")
-    return Threshold(expression, "bench", figure=figure, selector=selector, **common)
+    return Threshold(expression, "bench", figure=figure, selector=selector, limit=limit)
 
 
 def _where(row: dict) -> str:
@@ -318,12 +325,13 @@ def check(threshold: Threshold, table: list[dict]) -> dict:
             unchecked.append(f"{_where(row)}: measured on different machines (--across-machines compares anyway)")
         else:
             checked += 1
-            amount = abs(old) * threshold.amount / 100 if threshold.relative else threshold.amount
-            if (new < old - amount) if threshold.sign < 0 else (new > old + amount):
-                moved = "fell" if threshold.sign < 0 else "rose"
+            limit = threshold.limit
+            amount = abs(old) * limit.amount / 100 if limit.relative else limit.amount
+            if (new < old - amount) if limit.sign < 0 else (new > old + amount):
+                moved = "fell" if limit.sign < 0 else "rose"
                 relative = f", {row['relative']:+.2%}" if row.get("relative") is not None else ""
                 tripped.append(f"{_where(row)}: {_show(old)} -> {_show(new)} ({row['change']:+.6g}{relative}): "
-                               f"{moved} by more than {threshold.limit()}")
+                               f"{moved} by more than {limit}")
     if tripped:
         status = "tripped"
     else:
