@@ -209,7 +209,10 @@ def path_svg(parent: ET.Element, certification: dict, act_threshold: float) -> N
         x = frame.x(act_threshold)
         _el(area, "line", x1=str(x), x2=str(x), y1=str(frame.top), y2=str(frame.top + frame.height), stroke="#1a7f37",
             data_chosen_threshold=number(act_threshold))
-        _el(area, "text", f"acts at >= {act_threshold:.6g}", x=str(x + 4), y=str(frame.top + frame.height - 6))
+        # the label on the side of the line with room for it: right of it in the plot's left half
+        left_half = x <= frame.left + frame.width / 2
+        _el(area, "text", f"acts at >= {act_threshold:.6g}", x=str(x + 4 if left_half else x - 4),
+            y=str(frame.top + frame.height - 6), text_anchor="start" if left_half else "end")
     else:
         _el(area, "text", "nothing certified: escalates everything", x=str(frame.left + 4), y=str(frame.top + 14))
     for order, s in enumerate(path):
