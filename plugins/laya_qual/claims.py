@@ -901,6 +901,16 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "written as documented; every median carries its min, max, IQR and rounds, each figure a report "
           "lacks saying `not recorded`; both begin with the headline figures (result, claims per verdict, "
           "code coverage, traceability, kill rate, benchmarks), each with what it measures."),
+    Claim("report.html.charts",
+          "`laya-qual show --html` draws the signed report's own values: per head task, one point and "
+          "one bar per non-empty bin of each `dev_cal` reliability diagram (before, after) at (mean top "
+          "probability, accuracy), the bar spanning the bin from 0; each tested threshold of the "
+          "certification path in the order tested at (threshold, risk bound), marked passed exactly when "
+          "it acted within the target; the target risk a line across the plot and the certified "
+          "threshold a line across it; per benchmark one bar from 0 for each arm figure docs/"
+          "report-format.md names. Every mark sits where its values map through the frame its plot area "
+          "records (within 0.01 px), the frame holds every value it draws, each value is exact in a "
+          "`data-*` attribute, and no mark or label is drawn past its picture."),
     # --- release: the tools that combine and judge reports ------------------------
     Claim("release.compare.fail-on",
           "`laya-qual compare --fail-on` trips exactly as docs/report-format.md defines: for "

@@ -489,6 +489,11 @@ DEFECTS: tuple[Defect, ...] = (
        'return {"reproduced": again.outcome in ("failed", "timeout"),',
        "a kill re-run on the mutant alone: a test that fails on the unmutated code too (order-dependent, "
        "a loaded machine) is counted a kill of the mutant's"),
+    _d("report.html-chart-shifted", "report", "report.html.charts", "laya_qual/report/html.py",
+       "(value - self.xmin) / (self.xmax - self.xmin)",
+       "(value + self.xmin) / (self.xmax - self.xmin)",
+       "a picture's marks are drawn off their values wherever its frame does not start at 0 (the "
+       "certification path): x measured from xmin's mirror image"),
     _d("report.verify-trusts-verdicts", "report", "report", "laya_qual/report/model.py",
        'derived = verdict_of(e.get("outcome") for e in claim["evidence"])',
        'derived = claim.get("verdict")',
