@@ -81,6 +81,13 @@ def test_probe(qualified_base_dir):
                    "base": str(qualified_base_dir), "laya": laya.__file__}}, f)
 """
 
+BROKEN = f"""
+import pytest
+
+@pytest.mark.laya_claim({PASS_A!r})
+def test_never_collected(:
+"""
+
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
@@ -93,6 +100,8 @@ def made(tmp_path_factory):
     run_dir.mkdir()
     (run_dir / "conftest.py").write_text(CONFTEST)
     (run_dir / "test_inner.py").write_text(INNER)
+    (run_dir / "sub").mkdir()
+    (run_dir / "sub" / "test_broken.py").write_text(BROKEN)
     bundle = run_dir / "r.intoto.jsonl"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_XDIST_", "PYTEST_ADDOPTS", "LAYA_QUAL_SIGNING_KEY"))} | ENV
@@ -102,19 +111,31 @@ def made(tmp_path_factory):
                                capture_output=True, text=True, check=True).stdout.strip()
     checkout_before = _runtime_checkout(laya_file)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "laya_qual", "-p", "no:cacheprovider", "-q",
-                           f"--rootdir={run_dir}", "test_inner.py", "--laya-report", str(bundle),
+                           f"--rootdir={run_dir}", "test_inner.py", "sub/test_broken.py",
+                           "--continue-on-collection-errors", "--laya-report", str(bundle),
                            "--laya-signing-key", str(root / "key"), "--laya-base", str(base),
                            *(a for h in heads for a in ("--laya-artifact", str(h))),
                            "--laya-threads", str(THREADS), "--laya-device", "cpu", "--hypothesis-seed", "3"],
                           cwd=run_dir, env=env, capture_output=True, text=True, timeout=300)
     checkout_after = _runtime_checkout(laya_file)
-    assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails failed; the rest ran
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # test_fails failed, test_broken did not collect
     verified = verify_bundle(bundle, load_public_key(root / "key.pub"))
     return {"root": root, "key": root / "key", "bundle": bundle, "base": base, "heads": heads,
             "tr": verified.test_result, "laya": verified.laya, "predicate": verified.laya["predicate"],
             "probe": json.loads((run_dir / "probe.json").read_text()),
             "loaded": (run_dir / "loaded.txt").read_text().split(),
             "laya_file": laya_file, "checkout": (checkout_before, checkout_after)}
+
+
+# --- invocation -----------------------------------------------------------------------
+
+@pytest.mark.laya_claim("report.predicate")
+def test_invocation_names_the_module_that_failed_to_collect_and_the_exit_status(made):
+    """docs/report-format.md: `invocation` records pytest's exit status and the collection
+    errors, a module named by its report test id (its path from the rootdir)."""
+    invocation = made["predicate"]["invocation"]
+    assert invocation["collectionErrors"] == ["sub/test_broken.py"], invocation
+    assert invocation["exitStatus"] == 1, invocation
 
 
 # --- counts ---------------------------------------------------------------------------

@@ -835,7 +835,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "The laya-qual predicate of a real run says what docs/report-format.md defines: `counts` "
           "tallies the claims' verdicts; `environment` is the interpreter, package versions, logical "
           "cores, GPU, torch threads, thread and determinism settings, device and runtime checkout of "
-          "the process that ran; `nominations` names every artifact the run qualified (each "
+          "the process that ran; `invocation` records pytest's exit status and names every module that "
+          "failed to collect by its report test id; `nominations` names every artifact the run qualified (each "
           "--laya-artifact and the --laya-base); `scope` states mechanics only and lists what is not "
           "qualified."),
     Claim("report.figures.mutants",
