@@ -902,6 +902,14 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "written as documented; every median carries its min, max, IQR and rounds, each figure a report "
           "lacks saying `not recorded`; both begin with the headline figures (result, claims per verdict, "
           "code coverage, traceability, kill rate, benchmarks), each with what it measures."),
+    Claim("report.show",
+          "`laya-qual show` prints the signed report's result with its claims counted per verdict, the "
+          "signature as verified (with --public-key) or NOT CHECKED, and every catalogued claim once with "
+          "its verdict and its evidence counted per outcome (`no test ran` for none), failed claims first, "
+          "then not evaluated, then passed; `--markdown` heads it with the result and folds the same table "
+          "in `<details>`, failed verdicts in bold, then lists each failed claim with its failing tests; "
+          "`--output FILE` writes what stdout would show, replacing FILE whole, and `--append` keeps FILE's "
+          "bytes before it, leaving no temporary."),
     Claim("report.html.charts",
           "`laya-qual show --html` draws the signed report's own values: per head task, one point and "
           "one bar per non-empty bin of each `dev_cal` reliability diagram (before, after) at (mean top "

@@ -489,6 +489,10 @@ DEFECTS: tuple[Defect, ...] = (
        'return {"reproduced": again.outcome in ("failed", "timeout"),',
        "a kill re-run on the mutant alone: a test that fails on the unmutated code too (order-dependent, "
        "a loaded machine) is counted a kill of the mutant's"),
+    _d("report.show-failures-last", "report", "report.show", "laya_qual/report/summary.py",
+       "_ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}",
+       "_ORDER = {FAILED: 2, NOT_EVALUATED: 1, PASSED: 0}",
+       "laya-qual show lists passed claims first, so a failure scrolls out of sight below them"),
     _d("report.html-chart-shifted", "report", "report.html.charts", "laya_qual/report/html.py",
        "(value - self.xmin) / (self.xmax - self.xmin)",
        "(value + self.xmin) / (self.xmax - self.xmin)",
