@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from hypothesis import strategies as st
 
 from laya_qual.cli import main
 from laya_qual.report.signing import keygen, load_signer
+from laya_qual.suite.page import Node, Tree
 from laya_qual.synth.reports import charted_tasks, report_spec, signed_report, trained_task
 
 CLAIM = pytest.mark.laya_claim("report.html.charts")
@@ -31,56 +31,6 @@ ARMS = ("batched", "one_by_one", "onnxruntime", "x")
 # docs/report-format.md: the extraInfo keys drawn as one bar per arm
 FAMILIES = (r"median_(?P<arm>\w+)_s", r"requests_per_s_(?P<arm>\w+)", r"(?P<arm>\w+)_weight_bytes",
             r"(?P<arm>\w+)_update_seconds_median")
-
-
-# --- the page, parsed ------------------------------------------------------------------------
-
-@dataclass
-class Node:
-    tag: str
-    attrs: dict[str, str]
-    children: list[Node] = field(default_factory=list)
-    text: str = ""
-
-    def all(self, tag: str | None = None, **attrs: str) -> list[Node]:
-        """Descendants with this tag and these attribute values (``data_x`` for ``data-x``)."""
-        want = {k.rstrip("_").replace("_", "-"): v for k, v in attrs.items()}
-        found = []
-        for child in self.children:
-            if (tag is None or child.tag == tag) and all(child.attrs.get(k) == v for k, v in want.items()):
-                found.append(child)
-            found += child.all(tag, **attrs)
-        return found
-
-    def content(self) -> str:
-        return self.text + "".join(child.content() for child in self.children)
-
-
-class Tree(HTMLParser):
-    VOID = {"meta", "link", "br", "img", "input", "hr"}
-
-    def __init__(self, page: str):
-        super().__init__(convert_charrefs=True)
-        self.root = Node("#document", {})
-        self.stack = [self.root]
-        self.feed(page)
-        self.close()
-
-    def handle_starttag(self, tag, attrs):
-        node = Node(tag, {k: v or "" for k, v in attrs})
-        self.stack[-1].children.append(node)
-        if tag not in self.VOID:
-            self.stack.append(node)
-
-    def handle_startendtag(self, tag, attrs):
-        self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}))
-
-    def handle_endtag(self, tag):
-        while len(self.stack) > 1 and self.stack.pop().tag != tag:
-            pass
-
-    def handle_data(self, data):
-        self.stack[-1].text += data
 
 
 @dataclass(frozen=True)

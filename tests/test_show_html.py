@@ -14,8 +14,6 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,7 @@ from laya_qual.report.model import LAYA_TYPE
 from laya_qual.synth import replace_pinned_file, write_artifact
 from laya_qual.synth.tasks import synthetic_task, write_task
 from laya_qual.report.verify import read_statements
+from laya_qual.suite.page import Node, Tree
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT / "reports" / "releases" / "example-release.intoto.jsonl"
@@ -55,57 +54,6 @@ def test_arms(benchmark):
 """
 ARM_KEYS = {"median_batched_s", "median_one_by_one_s", "requests_per_s_batched", "requests_per_s_one_by_one",
             "peak_rss_bytes.owner0", "peak_rss_bytes.owner1"}
-
-
-@dataclass
-class Node:
-    tag: str
-    attrs: dict[str, str]
-    children: list[Node] = field(default_factory=list)
-    text: str = ""
-
-    def all(self, tag: str | None = None, **attrs: str) -> list[Node]:
-        """Descendants with this tag and these attribute values (``data_x`` for ``data-x``)."""
-        want = {k.replace("_", "-"): v for k, v in attrs.items()}
-        found = []
-        for child in self.children:
-            if (tag is None or child.tag == tag) and all(child.attrs.get(k) == v for k, v in want.items()):
-                found.append(child)
-            found += child.all(tag, **attrs)
-        return found
-
-    def one(self, tag: str | None = None, **attrs: str) -> Node:
-        [found] = self.all(tag, **attrs)
-        return found
-
-    def content(self) -> str:
-        return self.text + "".join(child.content() for child in self.children)
-
-
-VOID = {"meta", "link", "br", "img", "input", "hr", "area", "base", "col", "embed", "source", "track", "wbr"}
-
-
-class Tree(HTMLParser):
-    def __init__(self, page: str):
-        super().__init__(convert_charrefs=True)
-        self.root = Node("#document", {})
-        self.stack = [self.root]
-        self.feed(page)
-        self.close()
-        assert self.stack == [self.root], [n.tag for n in self.stack]
-
-    def handle_starttag(self, tag, attrs):
-        node = Node(tag, {k: v or "" for k, v in attrs})
-        self.stack[-1].children.append(node)
-        if tag not in VOID:
-            self.stack.append(node)
-
-    def handle_endtag(self, tag):
-        assert self.stack[-1].tag == tag, (tag, [n.tag for n in self.stack])
-        self.stack.pop()
-
-    def handle_data(self, data):
-        self.stack[-1].children.append(Node("#text", {}, text=data))
 
 
 def cli(*args):
