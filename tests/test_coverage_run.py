@@ -148,6 +148,7 @@ def measured_layout(tmp_path: Path, module: str, tests: str, *, returncode: int 
     return root, data_file, rc
 
 
+@pytest.mark.slow
 def test_subprocess_data_is_combined_and_labelled_with_its_test(tmp_path):
     """A throwaway layout (laya/, laya_qual/) measured the way laya-qual coverage measures
     the suite: what only a subprocess executes is counted, under the test that started it;
@@ -190,6 +191,7 @@ combine(rc, pieces, pieces / ".coverage")
 """
 
 
+@pytest.mark.slow
 def test_combining_and_reporting_leave_a_measurement_this_process_is_under_whole(tmp_path):
     """Combining and reporting run coverage.py's command line in processes of their own: a
     coverage.Coverage object made in the process would make coverage.py drop what a
@@ -286,6 +288,7 @@ def test_no_user():
 '''
 
 
+@pytest.mark.slow
 def test_what_a_shared_fixture_runs_belongs_to_every_test_that_uses_it(tmp_path):
     """A session fixture's setup, and the process it keeps for the session, run once, under
     whichever test came first; a mutant there changes what every user of the fixture gets,
@@ -675,6 +678,7 @@ def test_a_pragma_without_its_reason_stops_the_run_before_the_suite(tmp_path, mo
     assert not (tmp_path / "c.json").exists()
 
 
+@pytest.mark.slow
 def test_a_copy_the_install_shadows_stops_the_run_before_the_suite(tmp_path, monkeypatch):
     """The suite must measure the copy it made: when a child would import a package from
     elsewhere (here the copy lacks `laya`, so the install answers), the run stops naming that

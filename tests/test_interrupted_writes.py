@@ -192,7 +192,7 @@ def test_keygen_interrupted_before_publishing(launched, sig):
         assert hidden_siblings(private) + hidden_siblings(public) == []
 
 
-@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize("sig", ["SIGKILL", pytest.param("SIGINT", marks=pytest.mark.slow)])
 def test_report_bundle_interrupted_before_publishing(launched, sig):
     root, procs, key, _, _ = launched
     run = procs[f"report-{sig}"]

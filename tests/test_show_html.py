@@ -125,6 +125,7 @@ def frame_of(svg: Node):
             lambda y: f["top"] + (f["ymax"] - y) / (f["ymax"] - f["ymin"]) * f["height"])
 
 
+@pytest.mark.slow
 def test_verdict_signature_and_counts(pages):
     for name, (bundle, _, page) in pages.items():
         p = predicate(bundle)
@@ -137,6 +138,7 @@ def test_verdict_signature_and_counts(pages):
             assert int(page.one("span", data_verdict_count=verdict).attrs["data-value"]) == count
 
 
+@pytest.mark.slow
 def test_unverified_signature_says_so(pages, tmp_path):
     bundle = pages["none"][0]
     assert cli("show", bundle, "--html", tmp_path / "p.html").exit_code == 0
@@ -144,6 +146,7 @@ def test_unverified_signature_says_so(pages, tmp_path):
     assert signature.attrs["data-verified"] == "false" and "NOT CHECKED" in signature.content()
 
 
+@pytest.mark.slow
 def test_claims_table_is_the_reports(pages):
     """Every claim once, with its verdict, area and statement as text (real statements hold
     '<' and '&', which must come back as text); the filters offer every area and verdict."""
@@ -170,6 +173,7 @@ def tasks_of(bundle: Path) -> list[tuple[str, dict]]:
     return [(head["subject"], task) for head in predicate(bundle)["heads"] for task in head["tasks"]]
 
 
+@pytest.mark.slow
 def test_reliability_points_are_the_recorded_bins(pages):
     """Each plotted point is one non-empty bin of the report's head.json task, before and
     after, at the pixel its mean confidence and accuracy map to."""
@@ -228,6 +232,7 @@ def assert_axis_labels_outside(svg: Node, xlabel: str) -> None:
     assert ticks and all(left - 10 < float(a.get("x", "nan")) < left for a in ticks), ticks
 
 
+@pytest.mark.slow
 def test_certification_path_points_are_the_recorded_path(pages):
     """Each tested threshold in order, at its (threshold, bound) pixel; the target risk line
     and the certified threshold's mark carry the task's values."""
@@ -278,6 +283,7 @@ def test_a_path_step_passes_only_when_something_acted_within_the_target(certifie
     assert [p.attrs["class"] for p in points] == classes
 
 
+@pytest.mark.slow
 def test_older_heads_and_older_reports_say_not_recorded(pages):
     bundle, _, page = pages["heads"]
     older = [(s, t) for s, t in tasks_of(bundle) if s == "artifact/older"]
@@ -292,6 +298,7 @@ def test_older_heads_and_older_reports_say_not_recorded(pages):
     assert predicate(pages["none"][0])["heads"] == [] and pages["none"][2].all("p", data_heads="none")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kept", ["reliability_before", "reliability_after"])
 def test_a_task_with_one_reliability_diagram_recorded_says_not_recorded(pages, kept):
     """Both diagrams are drawn from the pair; a head.json task carrying only one of them (a
@@ -308,6 +315,7 @@ def test_a_task_with_one_reliability_diagram_recorded_says_not_recorded(pages, k
     assert box.one("p", data_picture="reliability").content() == f"reliability diagram: {NOT_RECORDED}"
 
 
+@pytest.mark.slow
 def test_benchmark_bars_are_the_reports_arms(pages):
     """Every bar's value is its extraInfo figure (nested objects per arm), on one scale per
     chart; the mini suite's arms are all drawn, and the release report's side-by-side pairs."""
@@ -358,6 +366,7 @@ def test_bars_of_arms_that_all_measured_zero_are_drawn_empty():
     assert [bar.get("width") for bar in page.iter("rect") if bar.get("data-arm")] == ["0.0", "0.0"]
 
 
+@pytest.mark.slow
 def test_the_page_links_to_each_of_its_sections(pages):
     for name, (_, _, page) in pages.items():
         links = [a for a in page.all("a") if a.attrs.get("href", "").startswith("#")]
@@ -367,6 +376,7 @@ def test_the_page_links_to_each_of_its_sections(pages):
             assert page.all(id=a.attrs["href"][1:]), (name, a.attrs["href"])  # a link to a place that exists
 
 
+@pytest.mark.slow
 def test_every_plot_shows_its_title(pages):
     """A plot's title is visible text at its top, not only the <title> a pointer reveals."""
     plots = 0
@@ -378,6 +388,7 @@ def test_every_plot_shows_its_title(pages):
     assert plots
 
 
+@pytest.mark.slow
 def test_every_mark_lies_inside_its_picture(pages):
     """No line, bar or label of a plot is drawn past its <svg>'s width or height (which would
     clip an axis label off the page); a label's width is taken at a conservative 5 px a character."""
@@ -399,6 +410,7 @@ def test_every_mark_lies_inside_its_picture(pages):
                     (name, svg.attrs.get("data-plot"), mark.tag, a, width, height)
 
 
+@pytest.mark.slow
 def test_task_names_and_statements_are_text_not_markup(pages):
     """The markup-named task appears as text and as an attribute value; the page holds one
     script, the filter, which the Content-Security-Policy pins by hash."""
@@ -413,6 +425,7 @@ def test_task_names_and_statements_are_text_not_markup(pages):
     assert "<script>alert" not in text
 
 
+@pytest.mark.slow
 def test_page_loads_nothing(pages):
     for _, text, page in pages.values():
         assert "http:" not in text and "https:" not in text and "url(" not in text
@@ -422,6 +435,7 @@ def test_page_loads_nothing(pages):
             assert node.tag not in ("link", "img", "iframe", "object", "embed", "image", "use"), node
 
 
+@pytest.mark.slow
 def test_bad_html_options_are_one_line_errors(pages, tmp_path):
     bundle = pages["none"][0]
     both = CliRunner().invoke(main, ["show", str(bundle), "--html", str(tmp_path / "a.html"), "--markdown"])
