@@ -21,6 +21,7 @@ from pathlib import Path
 MANIFEST = "manifest.json"
 BASE_ROLES = ("encoder_config", "encoder_weights", "tokenizer", "special_tokens", "sequence_format")
 HEAD_ROLES = ("head_config", "head_weights")
+BASE_OPTION = {"--laya-artifact": "--laya-base", "--artifact": "--base"}  # a head option's base option
 
 
 def artifact_problem(option: str, directory: str | Path, *, head: bool) -> str | None:
@@ -41,7 +42,7 @@ def artifact_problem(option: str, directory: str | Path, *, head: bool) -> str |
         return None  # unreadable: the suite's claims judge it, naming the loader's error
     if head and not all(role in listed for role in HEAD_ROLES):
         return (f"{option} {directory}: {MANIFEST} lists no head ({', '.join(HEAD_ROLES)}): a base-only "
-                f"artifact; give it as --laya-base, and a head built on it as {option}")
+                f"artifact; give it as {BASE_OPTION[option]}, and a head built on it as {option}")
     roles = BASE_ROLES + HEAD_ROLES * head
     missing = [f"{listed[r]} (role {r})" for r in roles if r in listed and not (path / str(listed[r])).is_file()]
     if missing:
