@@ -892,6 +892,18 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "The plugin loaded (`-p laya_qual`) into a pytest run that asks for no qualification, report or "
           "evidence changes nothing of it: the same outcomes and exit status as without it, no file of its own "
           "written (no report, evidence or durations), no line of output added, and the project's own `claim` marker stays its own."),
+    Claim("report.harness.preflight",
+          "Each mistake docs/report-format.md's \"Checks before the first test\" lists is refused before "
+          "anything is collected, with exactly the documented line: an artifact or base directory (option or ini "
+          "key) that is missing, a file, has no manifest.json, lists no head though given as a head, lacks a file "
+          "its manifest lists or lists no base role, checked in that order, the missing files all named; a report "
+          "path that is a directory or below a file; a --laya-claims pattern that selects no claim; a signing key "
+          "with no report to sign, a figure or an earlier pass's evidence with no report to go into, two paths in "
+          "a one-path ini key; pytest -p laya_qual exits 4 with that one ERROR line, and laya-qual run exits 2 "
+          "with its Error line (run's own option names) before pytest starts, as it does for a --kill-rate or "
+          "--coverage file that is missing and a --key without its matching KEY.pub. What the checks accept "
+          "(an unreadable manifest, left to the suite; a report path in folders not made yet) configures, and "
+          "nothing is made or changed on disk before the first test."),
     Claim("report.html.numbers",
           "`laya-qual show --html` and `--markdown` write every benchmark median, min, max and IQR as a "
           "duration in the one of ns, µs, ms and s that puts the number in [1, 1000) (min, then h, from "

@@ -489,6 +489,11 @@ DEFECTS: tuple[Defect, ...] = (
        'return {"reproduced": again.outcome in ("failed", "timeout"),',
        "a kill re-run on the mutant alone: a test that fails on the unmutated code too (order-dependent, "
        "a loaded machine) is counted a kill of the mutant's"),
+    _d("report.preflight-any-head-role", "report", "report.harness.preflight", "laya_qual/plugin/preflight.py",
+       "if head and not all(role in listed for role in HEAD_ROLES)",
+       "if head and not any(role in listed for role in HEAD_ROLES)",
+       "a head artifact listing head_config but not head_weights passes the check, so every test of the "
+       "run fails on it instead of one line before the first"),
     _d("report.show-failures-last", "report", "report.show", "laya_qual/report/summary.py",
        "_ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}",
        "_ORDER = {FAILED: 2, NOT_EVALUATED: 1, PASSED: 0}",
