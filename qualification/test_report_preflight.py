@@ -42,6 +42,8 @@ USAGE_ERROR = 4  # pytest's ExitCode.USAGE_ERROR
 BAD_COMMAND_LINE = 2  # laya-qual's (and click's)
 NEXT_CHECK = "Error: --shard needs --hypothesis-seed after `--`: every shard of a run uses the same seed"
 # The spellings of each front end: (head option, base option, report option).
+# What the user's own pytest command line may carry in its environment: not the inner runs'.
+OUTER_ENVIRONMENT = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 SPELLINGS = {"pytest": ("--laya-artifact", "--laya-base", "--laya-report"), "run": ("--artifact", "--base", "--out")}
 
 
@@ -98,12 +100,14 @@ def configured(root: Path, *args, ini: str = "") -> tuple[int, str, str]:
     (root / "pytest.ini").write_text(f"[pytest]\n{ini}")
     threads = torch.get_num_threads()
     out, err = io.StringIO(), io.StringIO()
+    outer = {name: os.environ.pop(name) for name in OUTER_ENVIRONMENT if name in os.environ}
     try:
         with contextlib.chdir(root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             status = pytest.main(["-p", "laya_qual", "-p", "no:hypothesispytest", "-p", "no:cacheprovider",
                                   "-p", "no:benchmark", "-p", "no:randomly", "-c", str(root / "pytest.ini"), "--rootdir", str(root),
                                   *map(str, args), "--help"])
     finally:
+        os.environ.update(outer)
         torch.set_num_threads(threads)
     return int(status), out.getvalue(), err.getvalue()
 
