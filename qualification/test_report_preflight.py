@@ -135,12 +135,6 @@ def assert_run(result: tuple[int, str], expected: str | None) -> None:
     assert result == (BAD_COMMAND_LINE, NEXT_CHECK if expected is None else f"Error: {expected}"), result
 
 
-@pytest.fixture(scope="module")
-def roots(tmp_path_factory):
-    """A fresh folder per example."""
-    return iter(tmp_path_factory.mktemp("preflight") / f"{i}" for i in range(10**6))
-
-
 @CLAIM
 @given(layout=artifact_layouts(), slot=st.sampled_from(("head", "base")), front=st.sampled_from(("option", "ini", "run")))
 @example(layout=complete_layout(), slot="head", front="option")
@@ -160,9 +154,8 @@ def roots(tmp_path_factory):
 @example(layout=ArtifactLayout("no-manifest"), slot="head", front="ini")
 @example(layout=ArtifactLayout("unreadable", text="{not json"), slot="head", front="option")
 @example(layout=ArtifactLayout("unreadable", text='{"files": [7]}'), slot="base", front="option")
-def test_an_artifact_directory_is_refused_before_collection_or_configures(roots, layout, slot, front):
-    root = next(roots)
-    root.mkdir()
+def test_an_artifact_directory_is_refused_before_collection_or_configures(tmp_path_factory, layout, slot, front):
+    root = tmp_path_factory.mktemp("preflight")
     head_option, base_option, _ = SPELLINGS["run" if front == "run" else "pytest"]
     if slot == "base":
         complete_layout().make(root / "head")
@@ -189,9 +182,8 @@ def test_an_artifact_directory_is_refused_before_collection_or_configures(roots,
 @example(layout=ReportLayout("directory"), front="run")
 @example(layout=ReportLayout("under-file", 0), front="ini")
 @example(layout=ReportLayout("new-folders", 3), front="run")
-def test_a_report_path_is_refused_before_collection_or_configures(roots, layout, front):
-    root = next(roots)
-    root.mkdir()
+def test_a_report_path_is_refused_before_collection_or_configures(tmp_path_factory, layout, front):
+    root = tmp_path_factory.mktemp("preflight")
     given_path = layout.make(root)
     complete_layout().make(root / "head")
     before = tree(root)
@@ -213,9 +205,9 @@ def test_a_report_path_is_refused_before_collection_or_configures(roots, layout,
 
 @CLAIM
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes in any folder: no folder here refuses its writes")
-def test_a_report_path_in_a_folder_this_user_cannot_write_is_refused(roots):
-    root = next(roots)
-    (root / "locked").mkdir(parents=True)
+def test_a_report_path_in_a_folder_this_user_cannot_write_is_refused(tmp_path_factory):
+    root = tmp_path_factory.mktemp("preflight")
+    (root / "locked").mkdir()
     (root / "locked").chmod(0o555)
     try:
         assert_pytest(configured(root, "--laya-report", "locked/new/r.intoto.jsonl"),
@@ -230,9 +222,8 @@ def test_a_report_path_in_a_folder_this_user_cannot_write_is_refused(roots):
 @example(value="cahce")
 @example(value="cache, report.nosuch")
 @example(value="report.harness.*,learner")
-def test_a_claims_pattern_that_selects_no_claim_is_refused_before_collection(roots, value):
-    root = next(roots)
-    root.mkdir()
+def test_a_claims_pattern_that_selects_no_claim_is_refused_before_collection(tmp_path_factory, value):
+    root = tmp_path_factory.mktemp("preflight")
     status, out, err = configured(root, "--laya-claims", value)
     patterns = [p.strip() for p in value.split(",") if p.strip()]
     unmatched = [p for p in patterns if not any(selects(c, p) for c in CLAIMS)]
@@ -260,11 +251,13 @@ def keys(tmp_path_factory):
 
 
 @CLAIM
-def test_keys_figures_and_options_that_need_a_report_are_refused_before_collection(roots, keys):
-    root = next(roots)
-    root.mkdir()
+def test_keys_figures_and_options_that_need_a_report_are_refused_before_collection(tmp_path_factory, keys):
+    root = tmp_path_factory.mktemp("preflight")
     head = write_artifact(root / "head", seed=3, head_kind="float32")
     assert_pytest(configured(root, "--laya-qualify", "--laya-artifact", head, "--laya-base", head), None)
+    assert_pytest(configured(root, "--laya-report", "r.intoto.jsonl", "--laya-signing-key", keys / "gone"),
+                  f"--laya-signing-key {keys / 'gone'}: cannot read private key (No such file or directory); "
+                  "give a PEM private key file or a signer URI")
     assert_pytest(configured(root, "--laya-signing-key", keys / "key"),
                   f"--laya-signing-key {keys / 'key'} signs the --laya-report bundle, and there is none: "
                   "add --laya-report PATH (or drop the key)")
