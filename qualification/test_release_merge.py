@@ -28,6 +28,7 @@ FIRST = next(iter(CLAIMS))
 TESTS = [(f"laya_qual/suite/test_x.py::test_{i}", [cid]) for i, cid in enumerate(CLAIMS)]
 TESTS += [(f"laya_qual/suite/test_x.py::test_more_{i}", [FIRST, *list(CLAIMS)[1:2]]) for i in range(2)]
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "unmeasured")
+MODULES = ("laya_qual/suite/test_y.py", "laya_qual/suite/test_z.py")  # modules a shard may fail to collect
 # docs/report-format.md, "Verdicts and the result"
 FAILING = {"failed", "error", "xfailed"}
 ENVIRONMENT = collect("cpu", None)  # what each runner records of itself
@@ -35,7 +36,7 @@ ENVIRONMENT = collect("cpu", None)  # what each runner records of itself
 
 def shard_evidence(index: int, count: int, assigned: dict[str, int], outcomes: dict[str, str],
                    exit_status: int = 0, started: str = "2026-12-01T00:00:00Z",
-                   finished: str = "2026-12-01T01:00:00Z") -> dict:
+                   finished: str = "2026-12-01T01:00:00Z", uncollected: tuple[str, ...] = ()) -> dict:
     """What `laya-qual run --shard index/count` writes: the run's options and context, the
     whole selection, this shard's tests and one record per test it ran."""
     mine = sorted(t for t, k in assigned.items() if k == index)
@@ -47,13 +48,13 @@ def shard_evidence(index: int, count: int, assigned: dict[str, int], outcomes: d
         "passes": [{"workers": 2, "benchmarks": "exclude", "exitStatus": exit_status, "tests": len(mine),
                     "shard": f"{index}/{count}", "runner": {"name": f"runner-{index}", "cpu": "x", "cores": 2}}],
         "reproduce": "python -m pytest -p laya_qual --hypothesis-seed 5",
-        "collectionErrors": [],
+        "collectionErrors": list(uncollected),
         "selection": {"tests": [t for t, _ in TESTS],
                       "shard": {"index": index, "count": count, "durationsDigest": "d" * 64, "tests": mine}},
         "context": {"hypothesis": {"seed": "5", "reproduce": "python -m pytest -p laya_qual --hypothesis-seed 5"},
                     "environment": copy.deepcopy(ENVIRONMENT),
                     "invocation": {"args": [], "workers": 2, "device": "cpu", "exitStatus": exit_status,
-                                   "collectionErrors": [], "startedOn": started, "finishedOn": finished,
+                                   "collectionErrors": list(uncollected), "startedOn": started, "finishedOn": finished,
                                    "shard": index},
                     "harness": {"laya_qual": "cd" * 32, "laya_qual.suite": "ef" * 32},
                     "subjects": [{"name": "laya-runtime", "digest": {"dirHash": "ab" * 32},
@@ -97,9 +98,11 @@ def reference_verdicts(outcomes: dict[str, str]) -> dict[str, str]:
             for cid, o in of.items()}
 
 
-def reference_result(verdicts: dict[str, str]) -> tuple[str, int]:
+def reference_result(verdicts: dict[str, str], uncollected: set[str]) -> tuple[str, int]:
+    """FAILED if a claim failed or a module did not collect in any shard."""
     values = set(verdicts.values())
-    result = "FAILED" if "failed" in values else "WARNED" if "not evaluated" in values else "PASSED"
+    result = ("FAILED" if "failed" in values or uncollected else "WARNED" if "not evaluated" in values
+              else "PASSED")
     return result, {"PASSED": 0, "FAILED": 1, "WARNED": 3}[result]
 
 
@@ -111,31 +114,39 @@ def sharded_runs(draw):
     outcomes = {t: changed.get(t, "passed") for t, _ in TESTS}
     hours = draw(st.permutations(range(2 * count)))
     exits = draw(st.lists(st.sampled_from([0, 1]), min_size=count, max_size=count))
-    return count, assigned, outcomes, hours, exits
+    uncollected = draw(st.lists(st.lists(st.sampled_from(MODULES), unique=True, max_size=2),
+                                min_size=count, max_size=count))
+    return count, assigned, outcomes, hours, exits, uncollected
 
 
 @settings(max_examples=12, deadline=None)
 @given(run=sharded_runs())
 @example(run=(2, {t: 1 + i % 2 for i, (t, _) in enumerate(TESTS)}, {t: "passed" for t, _ in TESTS}, [0, 1, 2, 3],
-              [0, 0]))
+              [0, 0], [[], []]))
+@example(run=(2, {t: 1 + i % 2 for i, (t, _) in enumerate(TESTS)}, {t: "passed" for t, _ in TESTS}, [0, 1, 2, 3],
+              [0, 1], [[], [MODULES[1]]]))  # every claim passed; a module of shard 2 did not collect
 @example(run=(3, {t: 3 for t, _ in TESTS}, {**{t: "passed" for t, _ in TESTS}, TESTS[-1][0]: "xfailed"},
-              [5, 4, 3, 2, 1, 0], [0, 0, 1]))
+              [5, 4, 3, 2, 1, 0], [0, 0, 1], [[], [], []]))
 @example(run=(2, {t: 2 - i % 2 for i, (t, _) in enumerate(TESTS)},
-              {**{t: "passed" for t, _ in TESTS}, TESTS[3][0]: "skipped"}, [3, 0, 1, 2], [1, 0]))
+              {**{t: "passed" for t, _ in TESTS}, TESTS[3][0]: "skipped"}, [3, 0, 1, 2], [1, 0],
+              [MODULES, [MODULES[0]]]))
 @pytest.mark.laya_claim("release.merge")
 def test_merged_shards_give_the_report_of_one_run(key, workdir, run):
-    count, assigned, outcomes, hours, exits = run
+    count, assigned, outcomes, hours, exits, uncollected = run
     times = [f"2026-12-01T{h:02d}:00:00Z" for h in hours]
-    docs = [shard_evidence(k, count, assigned, outcomes, exits[k - 1], times[2 * k - 2], times[2 * k - 1])
-            for k in range(1, count + 1)]
+    docs = [shard_evidence(k, count, assigned, outcomes, exits[k - 1], times[2 * k - 2], times[2 * k - 1],
+                           tuple(uncollected[k - 1])) for k in range(1, count + 1)]
     directory = workdir()
     out = directory / "merged.intoto.jsonl"
     result = merge_cli(write(directory, docs[::-1]), key, out)  # any order on the command line
     verdicts = reference_verdicts(outcomes)
-    expected_result, expected_exit = reference_result(verdicts)
+    modules = {m for shard in uncollected for m in shard}
+    expected_result, expected_exit = reference_result(verdicts, modules)
     assert result.exit_code == expected_exit, result.output
-    laya = verify_bundle(out, load_public_key(Path(f"{key}.pub"))).laya["predicate"]
+    verified = verify_bundle(out, load_public_key(Path(f"{key}.pub")))
+    laya = verified.laya["predicate"]
     assert {c["id"]: c["verdict"] for c in laya["claims"]} == verdicts
+    assert modules <= set(verified.test_result["predicate"]["failedTests"])
     assert laya["result"] == expected_result
     assert laya["counts"] == {v: Counter(verdicts.values())[v] for v in ("passed", "failed", "not evaluated")}
     claims = dict(TESTS)
@@ -143,6 +154,10 @@ def test_merged_shards_give_the_report_of_one_run(key, workdir, run):
         cid: sorted((t, outcomes[t]) for t, _ in TESTS if cid in claims[t]) for cid in CLAIMS}
     invocation = laya["invocation"]
     assert invocation["exitStatus"] == max(exits)
+    assert invocation["collectionErrors"] == sorted(modules)  # every shard's, each once
+    closing = result.output[result.output.index("== laya-qual verdict =="):].splitlines()
+    assert [line for line in closing if line.startswith("not collected")] == (
+        [f"not collected {', '.join(sorted(modules))}"] if modules else [])
     assert invocation["startedOn"] == min(times[0::2]) and invocation["finishedOn"] == max(times[1::2])
     assert invocation["shard"] == 1  # shard 1's own facts
     assert [p["shard"] for p in laya["passes"]] == [f"{k}/{count}" for k in range(1, count + 1)]

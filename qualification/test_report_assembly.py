@@ -155,6 +155,35 @@ def test_claim(cid):
     assert tr["predicate"]["result"] == laya["predicate"]["result"] == "PASSED"
 
 
+@pytest.mark.laya_claim("report.verdicts")
+@pytest.mark.parametrize("go_on", [True, False], ids=["continue-on-collection-errors", "interrupted"])
+def test_a_module_that_does_not_collect_fails_the_run_whatever_the_claims_say(pytester, key, go_on):
+    """docs/report-format.md: a module that failed to collect ran none of its tests and
+    nobody knows which claims they held, so the report is FAILED even when every claim
+    passed; failedTests and collectionErrors name it by its report test id (its path)."""
+    params = ", ".join(f"pytest.param({cid!r}, marks=pytest.mark.laya_claim({cid!r}))" for cid in CLAIMS)
+    pytester.makepyfile(test_claims=f"""
+import pytest
+
+@pytest.mark.parametrize("cid", [{params}])
+def test_claim(cid):
+    pass
+""", test_import="import laya_qual_no_such_module\n")
+    pytester.mkpydir("sub").joinpath("test_syntax.py").write_text("def broken(:\n")
+    result, tr, laya = run(pytester, key, f"--rootdir={pytester.path}",
+                           *(["--continue-on-collection-errors"] if go_on else []))
+    broken = ["sub/test_syntax.py", "test_import.py"]
+    p = laya["predicate"]
+    assert p["invocation"]["collectionErrors"] == broken
+    assert {c["verdict"] for c in p["claims"]} == ({"passed"} if go_on else {"not evaluated"})
+    assert tr["predicate"]["result"] == p["result"] == "FAILED"
+    assert tr["predicate"]["failedTests"] == broken  # no claim test failed: only the modules
+    assert len(tr["predicate"]["passedTests"]) == (len(CLAIMS) if go_on else 0)
+    result.stdout.fnmatch_lines(["*= laya_qual report =*", "result FAILED: *",
+                                 "  did not collect: sub/test_syntax.py", "  did not collect: test_import.py",
+                                 "signed: keyid *"])
+
+
 HYPOTHESIS_AND_BENCHMARK = f"""
 import pytest
 from hypothesis import given, seed, settings, strategies as st

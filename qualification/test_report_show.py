@@ -26,6 +26,7 @@ CLAIM = pytest.mark.laya_claim("report.show")
 BENCH = "bench.serve.batch"  # signed_report's benchmark record always carries it
 FAILING = ("failed", "error", "xfailed")
 RANK = {"failed": 0, "not evaluated": 1, "passed": 2}  # failures first
+MODULES = ("sub/test_syntax.py", "test_import.py")  # modules a report may name as not collected
 
 
 def expected(outcomes: dict[str, str], catalogue: list[str]) -> dict[str, tuple[str, str]]:
@@ -44,8 +45,10 @@ def verdict_of(outcomes: list[str]) -> str:
     return "passed" if "passed" in outcomes else "not evaluated"
 
 
-def result_of(verdicts: list[str]) -> str:
-    return "FAILED" if "failed" in verdicts else "WARNED" if "not evaluated" in verdicts else "PASSED"
+def result_of(verdicts: list[str], uncollected: list[str]) -> str:
+    """FAILED if a claim failed or a module did not collect."""
+    return ("FAILED" if "failed" in verdicts or uncollected else "WARNED" if "not evaluated" in verdicts
+            else "PASSED")
 
 
 @st.composite
@@ -84,21 +87,23 @@ def table(lines: list[str], header: str) -> list[list[str]]:
 
 
 @CLAIM
-@given(drawn=claim_outcomes())
-@example(drawn=([BENCH, "report.verdicts"], {}))                       # WARNED: a claim no test ran
-@example(drawn=([BENCH, "report.verdicts"], {"report.verdicts": "passed"}))   # PASSED
+@given(drawn=claim_outcomes(), uncollected=st.lists(st.sampled_from(MODULES), unique=True, max_size=2))
+@example(drawn=([BENCH, "report.verdicts"], {}), uncollected=[])                       # WARNED: a claim no test ran
+@example(drawn=([BENCH, "report.verdicts"], {"report.verdicts": "passed"}), uncollected=[])   # PASSED
+@example(drawn=([BENCH, "report.verdicts"], {"report.verdicts": "passed"}),
+         uncollected=[MODULES[0]])  # every claim passed, a module did not collect: FAILED
 @example(drawn=(["report.verdicts", BENCH, "report.subjects"],
-                {"report.verdicts": "xfailed", "report.subjects": "skipped"}))  # an xfail fails its claim
-@example(drawn=([BENCH, "report.verdicts"], {BENCH: "error"}))  # one passed test does not outweigh an error
-def test_show_prints_the_signed_result_and_every_claim_failures_first(signer, tmp_path_factory, drawn):
+                {"report.verdicts": "xfailed", "report.subjects": "skipped"}), uncollected=[])  # an xfail fails its claim
+@example(drawn=([BENCH, "report.verdicts"], {BENCH: "error"}), uncollected=[])  # one passed test does not outweigh an error
+def test_show_prints_the_signed_result_and_every_claim_failures_first(signer, tmp_path_factory, drawn, uncollected):
     catalogue, outcomes = drawn
     private, public = signer
-    bundle = signed_report(tmp_path_factory.mktemp("show"), report_spec(catalogue=catalogue, outcomes=outcomes),
-                           private)
+    bundle = signed_report(tmp_path_factory.mktemp("show"), report_spec(catalogue=catalogue, outcomes=outcomes,
+                                                                        uncollected=uncollected), private)
     want = expected(outcomes, catalogue)
     verdicts = [v for v, _ in want.values()]
     counts = Counter(verdicts)
-    result = result_of(verdicts)
+    result = result_of(verdicts, uncollected)
     summary = (f"{counts['passed']} passed, {counts['failed']} failed, {counts['not evaluated']} not evaluated "
                f"of {len(catalogue)} claims")
 
@@ -107,6 +112,8 @@ def test_show_prints_the_signed_result_and_every_claim_failures_first(signer, tm
         lines = text.splitlines()
         assert lines[0] == f"laya-qual report {bundle}"
         assert lines[1].split() == ["result", result, *f"({summary})".split()]
+        assert lines[2:2 + len(uncollected)] == [f"  not collected {m}" for m in sorted(uncollected)]
+        assert lines[2 + len(uncollected)].split()[0] == "signature"
         [signature] = [line.split(None, 1)[1] for line in lines if line.split()[:1] == ["signature"]]
         assert signature.startswith("verified") if checked else signature.startswith("NOT CHECKED"), signature
         rows = table(lines, "CLAIM VERDICT EVIDENCE")
@@ -131,6 +138,16 @@ def test_show_prints_the_signed_result_and_every_claim_failures_first(signer, tm
             assert line.endswith(f"Failing: `t.py::test_{cid}` ({outcomes[cid]})"), line
     else:
         assert "### Failed claims" not in md
+    if uncollected:
+        listed = md[md.index("### Test modules that did not collect"):].split("\n\n")[2].splitlines()
+        assert listed == [f"- `{m}`" for m in sorted(uncollected)]
+    else:
+        assert "did not collect" not in md
+    page = tmp_path_factory.mktemp("page") / "page.html"
+    show(bundle, "--html", page)
+    named = re.findall(r'<p id="not-collected"[^>]*>([^<]*)</p>', page.read_text(encoding="utf-8"))
+    assert named == ([f"Did not collect (none of their tests ran, so the report is FAILED): "
+                      f"{', '.join(sorted(uncollected))}."] if uncollected else [])
 
 
 @CLAIM

@@ -179,9 +179,9 @@ def test_base64_malleability_is_refused(bundle, keys):
         verify_bundle(bundle, keys[1])
 
 
-def _resign(path, private, edit_test_result=None, edit_laya=None):
+def _resign(path, private, edit_test_result=None, edit_laya=None, statements=None):
     """Re-sign (validly) statements changed by the edit functions."""
-    tr, laya = (json.loads(p) for p in payloads())
+    tr, laya = (json.loads(p) for p in statements or payloads())
     if edit_laya:
         edit_laya(laya)
         laya_bytes = canonical(laya)
@@ -209,6 +209,39 @@ def test_valid_signature_over_a_different_statement_fails(tmp_path, keys, edit_t
     _resign(path, keys[0])
     verify_bundle(path, keys[1])  # the unedited re-signing is fine
     _resign(path, keys[0], edit_tr, edit_laya)
+    with pytest.raises(VerifyError, match="statements disagree: .*" + reason):
+        verify_bundle(path, keys[1])
+
+
+UNCOLLECTED = "sub/test_syntax.py"
+
+
+@pytest.mark.laya_claim("report.verify.agreement")
+@pytest.mark.parametrize("edit_tr, edit_laya, reason", [
+    (lambda tr: tr["predicate"].update(result="PASSED"), lambda laya: laya["predicate"].update(result="PASSED"),
+     "results disagree: .*claims and collection errors give 'FAILED'"),
+    (lambda tr: tr["predicate"]["failedTests"].clear(), None, "failedTests disagrees"),
+    (None, lambda laya: laya["predicate"]["invocation"].update(collectionErrors=[]),
+     "results disagree: .*claims and collection errors give 'PASSED'"),
+    (None, lambda laya: laya["predicate"]["invocation"].update(collectionErrors=UNCOLLECTED),
+     "collectionErrors is not a list of module ids"),
+    (None, lambda laya: laya["predicate"].update(invocation=[UNCOLLECTED]), "invocation is not an object"),
+])
+def test_a_module_that_did_not_collect_verifies_only_in_a_failed_report(tmp_path, keys, edit_tr, edit_laya, reason):
+    """docs/report-format.md: a report whose invocation names a module that did not
+    collect is FAILED with that module in failedTests, though every claim passed; a
+    validly signed report saying otherwise is refused."""
+    records = [{"test": f"t.py::test_{i}", "claims": [cid], "outcome": "passed"} for i, cid in enumerate(CATALOGUE)]
+    made = build_statements(SUBJECTS, build_claims(CATALOGUE, records),
+                            {"invocation": {"collectionErrors": [UNCOLLECTED]}}, [])
+    tr, laya = (json.loads(p)["predicate"] for p in made)
+    assert {c["verdict"] for c in laya["claims"]} == {"passed"}
+    assert tr["result"] == laya["result"] == "FAILED"
+    assert tr["failedTests"] == [UNCOLLECTED] and len(tr["passedTests"]) == len(CATALOGUE)
+    path = tmp_path / "r.intoto.jsonl"
+    _resign(path, keys[0], statements=made)
+    verify_bundle(path, keys[1])
+    _resign(path, keys[0], edit_tr, edit_laya, statements=made)
     with pytest.raises(VerifyError, match="statements disagree: .*" + reason):
         verify_bundle(path, keys[1])
 

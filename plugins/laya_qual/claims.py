@@ -763,7 +763,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
     Claim("report.verdicts",
           "Every catalogued claim appears in the report: `failed` if any of its tests failed, "
           "`passed` if one passed and none failed, otherwise `not evaluated`; the result is "
-          "FAILED if any claim failed, WARNED if any was not evaluated, PASSED otherwise."),
+          "FAILED if any claim failed or any test module failed to collect (that module is then a "
+          "failed test of the test-result statement), WARNED if any claim was not evaluated, PASSED otherwise."),
     Claim("report.written",
           "`pytest -p laya_qual --laya-report PATH` or `--laya-evidence-out PATH` whose write fails "
           "at the end of the run with an OS error (a full disk: EFBIG under a file-size limit) ends "
@@ -792,7 +793,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "statements equal to those that were signed; nothing else escapes, within 5 s."),
     Claim("report.verify.agreement",
           "A validly signed statement that disagrees with its companion (result, test lists, "
-          "subjects, claim verdicts vs evidence) makes `laya-qual verify` fail."),
+          "subjects, claim verdicts vs evidence, a result other than FAILED or a failedTests "
+          "without the module when the invocation names a module that did not collect) makes "
+          "`laya-qual verify` fail."),
     Claim("report.subjects",
           "Subject digests are in-toto dirHash (and the model-signing digest of file digests) as "
           "docs/report-format.md defines them, dot-files and nested files included; changing one "
@@ -915,11 +918,13 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "lacks saying `not recorded`; both begin with the headline figures (result, claims per verdict, "
           "code coverage, traceability, kill rate, benchmarks), each with what it measures."),
     Claim("report.show",
-          "`laya-qual show` prints the signed report's result with its claims counted per verdict, the "
+          "`laya-qual show` prints the signed report's result with its claims counted per verdict, "
+          "one `not collected MODULE` line per module the run could not collect, the "
           "signature as verified (with --public-key) or NOT CHECKED, and every catalogued claim once with "
           "its verdict and its evidence counted per outcome (`no test ran` for none), failed claims first, "
           "then not evaluated, then passed; `--markdown` heads it with the result and folds the same table "
-          "in `<details>`, failed verdicts in bold, then lists each failed claim with its failing tests; "
+          "in `<details>`, failed verdicts in bold, then lists each failed claim with its failing tests "
+          "and each module that did not collect (as `--html` does, in one paragraph); "
           "`--output FILE` writes what stdout would show, replacing FILE whole, and `--append` keeps FILE's "
           "bytes before it, leaving no temporary."),
     Claim("report.html.charts",
@@ -954,6 +959,7 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "gives: each claim failed if any of its tests failed (or errored, or xfailed) in any shard, "
           "else passed if one passed, else not evaluated; the counts tally those verdicts; the "
           "evidence is every shard's records; the invocation is shard 1's with the worst exit status, "
+          "every shard's collection errors (any one makes the report FAILED), "
           "the earliest start and latest finish; the exit status is 0 PASSED, 1 FAILED, 3 WARNED."),
     Claim("release.merge.refusals",
           "`laya-qual merge` writes nothing and exits 4 naming the shard for a shard missing or "

@@ -494,6 +494,11 @@ DEFECTS: tuple[Defect, ...] = (
        "if head and not any(role in listed for role in HEAD_ROLES)",
        "a head artifact listing head_config but not head_weights passes the check, so every test of the "
        "run fails on it instead of one line before the first"),
+    _d("report.uncollected-passes", "report", "report.verdicts", "laya_qual/report/model.py",
+       "if FAILED in verdicts or list(collection_errors):",
+       "if FAILED in verdicts:",
+       "a run one of whose test modules did not collect (with --continue-on-collection-errors) is "
+       "PASSED when the claims the other modules hold all passed, though nobody saw that module's tests"),
     _d("report.show-failures-last", "report", "report.show", "laya_qual/report/summary.py",
        "_ORDER = {FAILED: 0, NOT_EVALUATED: 1, PASSED: 2}",
        "_ORDER = {FAILED: 2, NOT_EVALUATED: 1, PASSED: 0}",

@@ -123,7 +123,9 @@ def write_report(path: Path, key, records: list[dict], context: dict, passes: li
         invocation=context["invocation"], signing=signing_facts(key), harness=context["harness"],
         subjects=context["subjects"], heads=context["heads"], suite=context["suite"], passes=passes)
     write_bundle(path, build_statements(context["subjects"], claims, details, configuration), key)
-    return {**verdict_summary(claims), "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}
+    collection_errors = context["invocation"]["collectionErrors"]
+    return {**verdict_summary(claims, collection_errors), "collectionErrors": collection_errors,
+            "failed": [c["id"] for c in claims if c["verdict"] == "failed"]}
 
 
 class Assembler:
@@ -387,6 +389,8 @@ class Assembler:
                       bold=True)
         for cid in s["failed"]:
             tr.write_line(f"  failed claim: {cid}", red=True)
+        for module in s["collectionErrors"]:
+            tr.write_line(f"  did not collect: {module}", red=True)
         if s["counts"]["not evaluated"] and not self.config.getoption("laya_qualify"):
             tr.write_line("note: no --laya-qualify, so only the claim-tagged tests collected here were evidence; "
                           "add --laya-qualify to run the shipped qualification suite", yellow=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from laya_qual.report.model import FAILED, NOT_EVALUATED, PASSED
 from laya_qual.measure.suite_figures import mutant_sample_headline, project_tests_figure
 from laya_qual.report import units
-from laya_qual.report.summary import DEV_KEY_NOTE, evidence_line, failures_first, glance
+from laya_qual.report.summary import DEV_KEY_NOTE, evidence_line, failures_first, glance, uncollected
 
 NOT_RECORDED = "not recorded"
 NO_HEAD_DETAILS = "no head details in this report"
@@ -425,6 +425,9 @@ def _header(body: ET.Element, laya: dict, bundle_name: str, signature: Signature
         data_development_key=str(development).lower())
     if development:
         _el(body, "p", f"Warning: {DEV_KEY_NOTE}.", class_="warning")
+    if uncollected(p):
+        _el(body, "p", "Did not collect (none of their tests ran, so the report is FAILED): "
+            + ", ".join(uncollected(p)) + ".", id="not-collected", class_="warning")
     _glance(body, p)
     # Names first, digests folded: a reader's first screen says what was qualified, not 64-digit hex.
     box = _el(body, "details", id="subjects")

@@ -60,11 +60,25 @@ def verdict_of(outcomes: Iterable[str]) -> str:
     return PASSED if "passed" in outcomes else NOT_EVALUATED
 
 
-def result_of(verdicts: Iterable[str]) -> str:
+def result_of(verdicts: Iterable[str], collection_errors: Iterable[str] = ()) -> str:
+    """FAILED if a claim failed or a module failed to collect (its tests never ran, and
+    nobody can say which claims they held), WARNED if a claim was not evaluated."""
     verdicts = list(verdicts)
-    if FAILED in verdicts:
+    if FAILED in verdicts or list(collection_errors):
         return "FAILED"
     return "WARNED" if NOT_EVALUATED in verdicts else "PASSED"
+
+
+def collection_errors_of(details: Mapping) -> list[str]:
+    """The modules a report's invocation names as failed to collect (none when it records
+    no invocation); anything but a list of strings is refused."""
+    invocation = details.get("invocation", {})
+    if not isinstance(invocation, dict):
+        raise AgreementError("laya-qual invocation is not an object")
+    errors = invocation.get("collectionErrors", [])
+    if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
+        raise AgreementError("laya-qual invocation collectionErrors is not a list of module ids")
+    return errors
 
 
 def report_records(records: Iterable[Mapping]) -> list[dict]:
@@ -97,8 +111,9 @@ def build_claims(catalogue: Mapping[str, Claim], records: Iterable[Mapping]) -> 
              "evidence": evidence[c.id]} for c in catalogue.values()]
 
 
-def tests_by_outcome(claims: list[dict]) -> dict[str, list[str]]:
-    """passedTests / warnedTests / failedTests of the test-result predicate."""
+def tests_by_outcome(claims: list[dict], collection_errors: Iterable[str] = ()) -> dict[str, list[str]]:
+    """passedTests / warnedTests / failedTests of the test-result predicate; a module that
+    failed to collect is a failed test of its own."""
     outcome: dict[str, str] = {}
     for claim in claims:
         for entry in claim["evidence"]:
@@ -111,6 +126,7 @@ def tests_by_outcome(claims: list[dict]) -> dict[str, list[str]]:
             raise AgreementError(f"test {test} has unknown outcome {o!r}")
         key = "passedTests" if o == "passed" else "failedTests" if o in FAILING_OUTCOMES else "warnedTests"
         lists[key].append(test)
+    lists["failedTests"] = sorted({*lists["failedTests"], *collection_errors})
     return lists
 
 
@@ -125,9 +141,9 @@ def statement(subjects: list[dict], predicate_type: str, predicate: dict) -> dic
             "predicate": predicate}
 
 
-def verdict_summary(claims: list[dict]) -> dict:
+def verdict_summary(claims: list[dict], collection_errors: Iterable[str] = ()) -> dict:
     """The report's ``result`` and its ``counts`` of claims per verdict."""
-    return {"result": result_of(c["verdict"] for c in claims),
+    return {"result": result_of((c["verdict"] for c in claims), collection_errors),
             "counts": {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}}
 
 
@@ -173,14 +189,15 @@ class Statements(NamedTuple):
 def build_statements(subjects: list[dict], claims: list[dict], details: dict,
                      configuration: list[dict]) -> Statements:
     """The test-result payload names the laya payload's digest."""
-    summary = verdict_summary(claims)
+    collection_errors = collection_errors_of(details)
+    summary = verdict_summary(claims, collection_errors)
     result = summary["result"]
     laya = canonical(statement(subjects, LAYA_TYPE, {**summary, "claims": claims, "scope": SCOPE, **details}))
     binding = {"name": PREDICATE_DESCRIPTOR, "mediaType": PAYLOAD_TYPE,
                "digest": {"sha256": hashlib.sha256(laya).hexdigest()}}
     url = details.get("invocation", {}).get("url")
     test_result = canonical(statement(subjects, TEST_RESULT_TYPE, {
-        "result": result, "configuration": [binding, *configuration], **tests_by_outcome(claims),
+        "result": result, "configuration": [binding, *configuration], **tests_by_outcome(claims, collection_errors),
         **({"url": url} if url else {})}))
     return Statements(test_result, laya)
 
@@ -209,11 +226,12 @@ def check_agreement(test_result: dict, laya: dict, laya_payload: bytes) -> None:
     counts = verdict_summary(claims)["counts"]
     if lq.get("counts") != counts:
         raise AgreementError(f"counts {lq.get('counts')!r} but the claims' verdicts give {counts!r}")
-    result = result_of(c["verdict"] for c in claims)
+    collection_errors = collection_errors_of(lq)
+    result = result_of((c["verdict"] for c in claims), collection_errors)
     if lq.get("result") != result or tr.get("result") != result:
         raise AgreementError(f"results disagree: test-result {tr.get('result')!r}, "
-                             f"laya-qual {lq.get('result')!r}, claims give {result!r}")
-    for key, tests in tests_by_outcome(claims).items():
+                             f"laya-qual {lq.get('result')!r}, claims and collection errors give {result!r}")
+    for key, tests in tests_by_outcome(claims, collection_errors).items():
         if sorted(tr.get(key, [])) != tests:
             raise AgreementError(f"test-result {key} disagrees with the laya-qual claims' evidence")
 

@@ -25,6 +25,11 @@ def _digests(subject: dict) -> str:
     return " ".join(f"{alg}:{value}" for alg, value in sorted(subject["digest"].items()))
 
 
+def uncollected(p: dict) -> list[str]:
+    """The test modules the run could not collect (a FAILED report with no failed claim)."""
+    return p["invocation"].get("collectionErrors", [])
+
+
 def failures_first(claims: list[dict]) -> list[dict]:
     return sorted(claims, key=lambda c: _ORDER.get(c["verdict"], -1))
 
@@ -91,7 +96,8 @@ def glance(p: dict) -> list[tuple[str, str, str]]:
     """The headline figures a reader sees first, each (figure, value, what it measures);
     a figure the report does not carry is "not recorded"."""
     c, n = p["counts"], len(p["claims"])
-    rows = [("result", p["result"], "FAILED if any claim failed, WARNED if any was not evaluated, else PASSED"),
+    rows = [("result", p["result"], "FAILED if any claim failed or any test module failed to collect, WARNED if any claim "
+                                     "was not evaluated, else PASSED"),
             ("claims passed", f"{c[PASSED]} of {n}", "claims with at least one passing test and none failing"),
             ("claims failed", f"{c[FAILED]} of {n}", "claims with a failed, erroring or xfailed test"),
             ("claims not evaluated", f"{c[NOT_EVALUATED]} of {n}",
@@ -133,11 +139,12 @@ def text(laya: dict, path: str, signature: str) -> str:
     claims = failures_first(p["claims"])
     width = max(len(c["id"]) for c in claims)
     lines = [f"laya-qual report {path}", f"  result    {p['result']}  ({_counts(p)})",
+             *(f"  not collected {m}" for m in uncollected(p)),
              f"  signature {signature}",
              f"  run       {p['invocation']['finishedOn']}; {_environment(p)}",
              f"  seed      {p['hypothesis']['reproduce']}"]
     if _dev_key(p):
-        lines.insert(3, f"  WARNING   {DEV_KEY_NOTE}")
+        lines.insert(3 + len(uncollected(p)), f"  WARNING   {DEV_KEY_NOTE}")
     lines += [f"  subject   {s['name']}  {_digests(s)}" for s in laya["subject"]]
     lines += kill_rate_line(p)
     lines += coverage_line(p)
@@ -160,6 +167,7 @@ def verdict(laya: dict, path: str, signature: str, verify: str) -> str:
     failed = [c["id"] for c in p["claims"] if c["verdict"] == FAILED]
     lines = ["", "== laya-qual verdict ==", f"result    {p['result']}  ({_counts(p)})"]
     lines += [f"failed    {', '.join(failed)}"] if failed else []
+    lines += [f"not collected {', '.join(uncollected(p))}"] if uncollected(p) else []
     lines += [f"signature {signature}", f"bundle    {path}", f"verify    {verify}"]
     lines += [f"WARNING   {DEV_KEY_NOTE}"] if _dev_key(p) else []
     return "\n".join(lines) + "\n"
@@ -192,6 +200,10 @@ def markdown(laya: dict, bundle_name: str, signature: str) -> str:
         for c in failed:
             tests = ", ".join(f"`{e['test']}` ({e['outcome']})" for e in c["evidence"] if e["outcome"] != "passed")
             out.append(f"- `{c['id']}`: {_cell(c['statement'])} Failing: {tests}")
+    if uncollected(p):
+        out += ["", "### Test modules that did not collect", "",
+                "None of their tests ran, so the report is FAILED whatever the other claims say.", ""]
+        out += [f"- `{m}`" for m in uncollected(p)]
     kill = p.get("suite", {}).get("killRate")
     if kill:
         out += ["", "### Mutation-tested suite", "",
