@@ -195,8 +195,11 @@ def _check_updates(ws: Workspace, records: list[dict]) -> None:
         where = f"update {t} (microbatch {rec['microbatch']})"
         _within(f"{where} loss", rec["loss"], loss.detach(), LOSS_RTOL * loss.detach().abs())
         norm = torch.sqrt(sum((g ** 2).sum() for g in grads.values()))
-        _within(f"{where} gradient norm", rec["grad_norm"], norm, NORM_RTOL * norm)
         noise = GRAD_NOISE * max(float(g.abs().max()) for g in grads.values()) + GRAD_FLOOR
+        # | |g32| - |g| | <= |g32 - g| <= sqrt(entries) x noise: near a minimum the gradient is a
+        # difference of O(1) terms, so its error does not shrink with it (seen 1.7e-7 on a norm of 1.4e-3)
+        entries = sum(g.numel() for g in grads.values())
+        _within(f"{where} gradient norm", rec["grad_norm"], norm, NORM_RTOL * norm + math.sqrt(entries) * noise)
         assert set(rec["params"]) == set(params), (sorted(rec["params"]), sorted(params))
         for name, p in params.items():
             p64 = p.double()
@@ -267,6 +270,10 @@ SKEWED = AdamSettings(lr=1e-2, betas=(0.8, 0.99), eps=1e-4, weight_decay=0.1)
     parent_seed=0, tail_seed=0, data_seed=0, microbatch=1, microbatches=1, retention_weight=0.0,
     adam=AdamSettings(lr=0.015625, betas=(0.0, 0.5), eps=0.01, weight_decay=0.0), updates=8),
     token_weights=((0.0, 1.0, 0.0, 0.0),)))
+@example(case=Case(Experiment(  # near a minimum by update 8: the gradient norm's error does not shrink with it
+    config=ParentConfig(vocab=34, width=4, heads=1, depth=2, seq_len=4), layout=Layout("appended", tail_blocks=1, cut=0),
+    parent_seed=5, tail_seed=1399, data_seed=123, microbatch=1, microbatches=1, retention_weight=0.0,
+    adam=AdamSettings(lr=0.015625, betas=(0.125, 0.84375), eps=0.001, weight_decay=0.0), updates=8)))
 def test_every_update_matches_float64_reference(oracle_root, case):
     ws = _ready(oracle_root, case)
     _check_updates(ws, learn(0, ws)["records"])
