@@ -793,9 +793,9 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "statements equal to those that were signed; nothing else escapes, within 5 s."),
     Claim("report.verify.agreement",
           "A validly signed statement that disagrees with its companion (result, test lists, "
-          "subjects, claim verdicts vs evidence, a result other than FAILED or a failedTests "
-          "without the module when the invocation names a module that did not collect) makes "
-          "`laya-qual verify` fail."),
+          "subjects, claim verdicts vs evidence) makes `laya-qual verify` fail; so does one whose "
+          "invocation names a module that did not collect while its result is not FAILED or its "
+          "failedTests leave that module out."),
     Claim("report.subjects",
           "Subject digests are in-toto dirHash (and the model-signing digest of file digests) as "
           "docs/report-format.md defines them, dot-files and nested files included; changing one "
