@@ -652,8 +652,8 @@ CLAIMS: dict[str, Claim] = _catalogue(
           "matrix, token-weighted cross entropy, + retention weight x MSE to the reference stream for "
           "the fixed-tail control) and torch.optim.Adam's documented update: loss (rel. 1e-5), "
           "Adam step count, exp_avg and exp_avg_sq (float32 gradient error bound: 1e-5 of the largest "
-          "gradient entry + 1e-6), gradient norm (rel. 1e-4 + sqrt(entries) x that bound) and parameters (rel. 1e-5 of the "
-          "step); Hypothesis varies both layouts, tail size, cut, lr, betas, eps, weight decay, retention "
+          "gradient entry + 1e-6), gradient norm (rel. 1e-4 + sqrt(entries) x that bound) and "
+          "parameters (rel. 1e-5 of the step); Hypothesis varies both layouts, tail size, cut, lr, betas, eps, weight decay, retention "
           "weight and token weights (0 or 2^-10..4). The packet's feature stream it trains on equals the parent's "
           "embedding and first cut blocks recomputed in float64 (rel. 1e-5)."),
     Claim("learner.oracle.retention",
